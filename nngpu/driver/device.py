@@ -1,0 +1,192 @@
+"""IDevice: the driver entry point. Validation is synchronous; preparation runs on a worker and
+answers through the callback exactly once, with the same status the call returned."""
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import __version__
+from ..hal.interfaces import IDevice, IPreparedModelCallback
+from ..hal.types import (
+    DeviceStatus,
+    DeviceType,
+    ErrorStatus,
+    ExecutionPreference,
+    Model,
+    Model_1_3,
+    PerformanceInfo,
+    Priority,
+)
+from ..modelutil import as_model_1_3
+from ..ops import load_all
+from ..ops.registry import HalVersion, lookup
+from ..validation import ValidationError, validate_execution_preference, validate_model, validate_priority
+from .capabilities import capabilities
+from .executor import GraphRunner
+from .prepared_model import PreparedModel
+
+log = logging.getLogger("nngpu.device")
+
+_PREPARE_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nngpu-prepare")
+
+_NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
+
+
+def _notify(callback, version: int, status: ErrorStatus, prepared) -> None:
+    try:
+        getattr(callback, _NOTIFY[version])(status, prepared)
+    except Exception:
+        log.exception("prepare callback raised")
+
+
+class Device(IDevice):
+    """An nngpu device on one backend ("numpy" is the reference; "auto" picks the best)."""
+
+    def __init__(self, backend: str = "numpy", name: str | None = None):
+        load_all()
+        self.backend_name = backend
+        self.name = name or f"nngpu-{backend}"
+        self._perf = PerformanceInfo(1.0, 1.0)
+        self._buffers: dict[int, object] = {}
+        self._buffers_lock = threading.Lock()
+
+    # ---- capabilities and queries ---------------------------------------------------------
+    def getCapabilities(self):
+        return ErrorStatus.NONE, capabilities(self._perf, 10)
+
+    def getCapabilities_1_1(self):
+        return ErrorStatus.NONE, capabilities(self._perf, 11)
+
+    def getCapabilities_1_2(self):
+        return ErrorStatus.NONE, capabilities(self._perf, 12)
+
+    def getCapabilities_1_3(self):
+        return ErrorStatus.NONE, capabilities(self._perf, 13)
+
+    def getStatus(self) -> DeviceStatus:
+        return DeviceStatus.AVAILABLE
+
+    def getVersionString(self):
+        return ErrorStatus.NONE, f"nngpu {__version__} ({self.backend_name})"
+
+    def getType(self):
+        return ErrorStatus.NONE, DeviceType.CPU
+
+    def getSupportedExtensions(self):
+        return ErrorStatus.NONE, []
+
+    def getNumberOfCacheFilesNeeded(self):
+        return ErrorStatus.NONE, 0, 0
+
+    def _supported(self, model, version: HalVersion) -> tuple[ErrorStatus, list[bool]]:
+        try:
+            m = self._validated(model, version)
+        except ValidationError as e:
+            log.info("getSupportedOperations: invalid model: %s", e)
+            return ErrorStatus.INVALID_ARGUMENT, []
+        return ErrorStatus.NONE, [self.supports(m, op) for op in m.main.operations]
+
+    def supports(self, model: Model_1_3, op) -> bool:
+        """True exactly when this device executes `op` with its operand types."""
+        spec = lookup(op.type)
+        if spec is None:
+            return False
+        operands = model.main.operands
+        return spec.match([operands[i].type for i in op.inputs], [operands[i].type for i in op.outputs]) is not None
+
+    def getSupportedOperations(self, model):
+        return self._supported(model, HalVersion.V1_0)
+
+    def getSupportedOperations_1_1(self, model):
+        return self._supported(model, HalVersion.V1_1)
+
+    def getSupportedOperations_1_2(self, model):
+        return self._supported(model, HalVersion.V1_2)
+
+    def getSupportedOperations_1_3(self, model):
+        return self._supported(model, HalVersion.V1_3)
+
+    # ---- preparation ----------------------------------------------------------------------
+    @staticmethod
+    def _validated(model, version: HalVersion) -> Model_1_3:
+        if version < HalVersion.V1_3 and not isinstance(model, Model):
+            raise ValidationError("a 1.0-1.2 entry point needs a flat Model")
+        if version == HalVersion.V1_3 and not isinstance(model, Model_1_3):
+            raise ValidationError("prepareModel_1_3 needs a 1.3 Model")
+        try:
+            needed = validate_model(model)
+        except ValidationError:
+            raise
+        except Exception as e:  # malformed structures are invalid arguments, not crashes
+            raise ValidationError(f"malformed model: {type(e).__name__}: {e}") from e
+        if needed > version:
+            raise ValidationError(f"model needs HAL {needed.name}, called through {version.name}")
+        return as_model_1_3(model)
+
+    def _prepare(self, model, version: HalVersion, callback, preference=ExecutionPreference.FAST_SINGLE_ANSWER,
+                 priority=Priority.MEDIUM) -> ErrorStatus:
+        v = int(version)
+        if callback is None or not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
+            return ErrorStatus.INVALID_ARGUMENT
+        try:
+            validate_execution_preference(preference)
+            validate_priority(priority)
+            m = self._validated(model, version)
+            m = copy.deepcopy(m) if not m.pools else _copy_graphs(m)
+        except ValidationError as e:
+            log.info("prepareModel: invalid: %s", e)
+            _notify(callback, v, ErrorStatus.INVALID_ARGUMENT, None)
+            return ErrorStatus.INVALID_ARGUMENT
+        unsupported = [k for k, op in enumerate(m.main.operations) if not self.supports(m, op)]
+
+        def work() -> None:
+            if unsupported:
+                log.info("prepareModel: operations %s are not supported", unsupported)
+                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
+                return
+            try:
+                prepared = PreparedModel(GraphRunner(m, version), self._resolve_token)
+            except Exception:
+                log.exception("prepareModel failed")
+                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
+                return
+            _notify(callback, v, ErrorStatus.NONE, prepared)
+
+        _PREPARE_POOL.submit(work)
+        return ErrorStatus.NONE
+
+    def prepareModel(self, model, callback):
+        return self._prepare(model, HalVersion.V1_0, callback)
+
+    def prepareModel_1_1(self, model, preference, callback):
+        return self._prepare(model, HalVersion.V1_1, callback, preference)
+
+    def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
+        return self._prepare(model, HalVersion.V1_2, callback, preference)
+
+    def prepareModel_1_3(self, model, preference, priority, deadline, modelCache, dataCache, token, callback):
+        return self._prepare(model, HalVersion.V1_3, callback, preference, priority)
+
+    def prepareModelFromCache(self, modelCache, dataCache, token, callback):
+        _notify(callback, 12, ErrorStatus.GENERAL_FAILURE, None)  # no compilation cache yet
+        return ErrorStatus.GENERAL_FAILURE
+
+    def prepareModelFromCache_1_3(self, deadline, modelCache, dataCache, token, callback):
+        _notify(callback, 13, ErrorStatus.GENERAL_FAILURE, None)
+        return ErrorStatus.GENERAL_FAILURE
+
+    # ---- 1.3 device memory ----------------------------------------------------------------
+    def _resolve_token(self, token: int):
+        with self._buffers_lock:
+            return self._buffers.get(token)
+
+    def allocate(self, desc, preparedModels, inputRoles, outputRoles):
+        return ErrorStatus.GENERAL_FAILURE, None, 0
+
+
+def _copy_graphs(m: Model_1_3) -> Model_1_3:
+    """Deep-copy the graph structure but share the (immutable or caller-owned) pools."""
+    return Model_1_3(copy.deepcopy(m.main), copy.deepcopy(m.referenced), m.operandValues, list(m.pools),
+                     m.relaxComputationFloat32toFloat16, copy.deepcopy(m.extensionNameToPrefix))

@@ -1,0 +1,190 @@
+"""One execution end to end: validate the request, read inputs from pools, run, write outputs.
+
+Every entry point (executeSynchronously, execute*, the burst worker) calls `run`; it never
+raises and never writes into a pool before every output is known to fit."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..hal.types import (
+    ErrorStatus,
+    MeasureTiming,
+    MemoryPool,
+    Model_1_3,
+    OutputShape,
+    Request,
+    Timing,
+    UINT64_MAX,
+)
+from ..memory import MemoryError_
+from ..modelutil import fully_specified, merge_dims, nbytes_of
+from ..ops.dtypes import dtype_of, is_tensor
+from ..validation import ValidationError, validate_request
+from .executor import ExecutionError, GraphRunner
+
+log = logging.getLogger("nngpu.execution")
+
+NO_TIMING = (UINT64_MAX, UINT64_MAX)
+
+
+@dataclass
+class Result:
+    status: ErrorStatus
+    output_shapes: list[OutputShape]
+    timing: Timing
+
+    def as_tuple(self) -> tuple[ErrorStatus, list[OutputShape], Timing]:
+        return self.status, self.output_shapes, self.timing
+
+
+def _fail(status: ErrorStatus, reason: str) -> Result:
+    log.info("execution rejected: %s: %s", status.name, reason)
+    return Result(status, [], Timing())
+
+
+class PoolView:
+    """Byte access to one request pool: a shared Memory, or (1.3) a device buffer token."""
+
+    def __init__(self, pool: Any, resolve_token: Callable[[int], Any] | None):
+        self.buffer = None
+        self.memory = None
+        if isinstance(pool, MemoryPool):
+            if pool.token is not None:
+                self.buffer = resolve_token(pool.token) if resolve_token else None
+                if self.buffer is None:
+                    raise ValidationError(f"unknown buffer token {pool.token}")
+                return
+            pool = pool.hidlMemory
+        if pool is None or not hasattr(pool, "view"):
+            raise ValidationError("pool is not a memory")
+        self.memory = pool
+
+
+def _pools(request: Request, resolve_token) -> list[PoolView]:
+    return [PoolView(p, resolve_token) for p in request.pools]
+
+
+def _read_inputs(model: Model_1_3, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
+    values: list[np.ndarray | None] = []
+    for k, (arg, idx) in enumerate(zip(request.inputs, model.main.inputIndexes)):
+        operand = model.main.operands[idx]
+        if arg.hasNoValue:
+            values.append(None)
+            continue
+        pool = pools[arg.location.poolIndex]
+        if pool.buffer is not None:
+            values.append(pool.buffer.read_for_input(operand, arg.dimensions))
+            continue
+        dims = merge_dims(operand.dimensions, arg.dimensions)
+        if dims is None or not fully_specified(operand.type, dims):
+            raise ValidationError(f"input {k}: dimensions {arg.dimensions} do not complete {operand.dimensions}")
+        need = nbytes_of(operand.type, dims)
+        if arg.location.length < need:
+            raise ValidationError(f"input {k}: {arg.location.length} bytes given, {need} needed")
+        raw = pool.memory.view(arg.location.offset, need)
+        # A copy: the kernels never alias a caller's input pool.
+        arr = np.frombuffer(raw, dtype=dtype_of(operand.type)).copy()
+        values.append(arr.reshape(dims) if is_tensor(operand.type) else arr.reshape(()))
+    return values
+
+
+def _shape_of(value: np.ndarray) -> list[int]:
+    return [int(d) for d in value.shape]
+
+
+def _write_outputs(model: Model_1_3, request: Request, pools: list[PoolView], outputs: list[np.ndarray]) -> Result | None:
+    """Check every output fits, then write all; a Result when one is too small or inconsistent."""
+    shapes = [OutputShape(_shape_of(v), True) for v in outputs]
+    insufficient = False
+    for k, (arg, value) in enumerate(zip(request.outputs, outputs)):
+        operand = model.main.operands[model.main.outputIndexes[k]]
+        if arg.dimensions:
+            if merge_dims(arg.dimensions, shapes[k].dimensions) is None:
+                return _fail(ErrorStatus.INVALID_ARGUMENT,
+                             f"output {k}: shape {shapes[k].dimensions} conflicts with request {arg.dimensions}")
+        if arg.hasNoValue:
+            continue
+        pool = pools[arg.location.poolIndex]
+        if pool.buffer is not None:
+            if not pool.buffer.can_hold(operand, value):
+                return _fail(ErrorStatus.INVALID_ARGUMENT, f"output {k}: device buffer does not match")
+            continue
+        if arg.location.length < value.nbytes:
+            shapes[k].isSufficient = False
+            insufficient = True
+    if insufficient:
+        return Result(ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, shapes, Timing())
+    for k, (arg, value) in enumerate(zip(request.outputs, outputs)):
+        if arg.hasNoValue:
+            continue
+        pool = pools[arg.location.poolIndex]
+        if pool.buffer is not None:
+            pool.buffer.write_from_output(value)
+            continue
+        pool.memory.view(arg.location.offset, value.nbytes)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+    return None
+
+
+@dataclass
+class Pending:
+    """A request that passed validation, its inputs read: ready to run on any thread."""
+
+    runner: GraphRunner
+    request: Request
+    measure: MeasureTiming
+    pools: list[PoolView]
+    inputs: list[np.ndarray | None]
+    t0: int
+
+    def finish(self) -> Result:
+        model = self.runner.model
+        try:
+            t1 = time.perf_counter_ns()
+            outputs = self.runner.run(self.inputs)
+            t2 = time.perf_counter_ns()
+            failed = _write_outputs(model, self.request, self.pools, outputs)
+        except ExecutionError as e:
+            return _fail(e.status, str(e))
+        except (ValidationError, MemoryError_) as e:
+            return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
+        except Exception as e:
+            log.exception("execution failed")
+            return _fail(ErrorStatus.GENERAL_FAILURE, f"{type(e).__name__}: {e}")
+        if failed is not None:
+            return failed
+        shapes = [OutputShape(_shape_of(v), True) for v in outputs]
+        timing = Timing()
+        if self.measure == MeasureTiming.YES:
+            t3 = time.perf_counter_ns()
+            timing = Timing(timeOnDevice=(t2 - t1) // 1000, timeInDriver=(t3 - self.t0) // 1000)
+        return Result(ErrorStatus.NONE, shapes, timing)
+
+
+def begin(runner: GraphRunner, request: Request, measure: MeasureTiming = MeasureTiming.NO,
+          resolve_token: Callable[[int], Any] | None = None) -> Pending | Result:
+    """Validate `request` and read its inputs: a Pending to finish, or the failure Result."""
+    t0 = time.perf_counter_ns()
+    try:
+        if measure not in (MeasureTiming.NO, MeasureTiming.YES):
+            raise ValidationError(f"bad MeasureTiming {measure}")
+        validate_request(request, runner.model)
+        pools = _pools(request, resolve_token)
+        inputs = _read_inputs(runner.model, request, pools)
+    except (ValidationError, MemoryError_) as e:
+        return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
+    except Exception as e:  # malformed objects of any kind are the caller's error
+        log.exception("request could not be read")
+        return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
+    return Pending(runner, request, measure, pools, inputs, t0)
+
+
+def run(runner: GraphRunner, request: Request, measure: MeasureTiming = MeasureTiming.NO,
+        resolve_token: Callable[[int], Any] | None = None) -> Result:
+    """Execute `request` on a prepared model's runner. Never raises."""
+    pending = begin(runner, request, measure, resolve_token)
+    return pending if isinstance(pending, Result) else pending.finish()

@@ -1,0 +1,93 @@
+"""The reference graph interpreter: runs a subgraph's operations in order with numpy kernels.
+
+Used by the numpy backend for everything and by the GPU backends for operations that have no
+device kernel. IF / WHILE reach referenced subgraphs through `run_subgraph`."""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import numpy as np
+
+from ..hal.types import ErrorStatus, Model_1_3, OperandLifeTime, Subgraph
+from ..modelutil import read_constant
+from ..ops import load_all
+from ..ops.dtypes import dtype_of, is_tensor
+from ..ops.registry import HalVersion, OpContext, OpError, lookup
+
+log = logging.getLogger("nngpu.executor")
+
+
+class ExecutionError(Exception):
+    def __init__(self, status: ErrorStatus, reason: str):
+        super().__init__(reason)
+        self.status = status
+
+
+def _constants(model: Model_1_3, graph: Subgraph) -> dict[int, np.ndarray]:
+    out = {}
+    for idx, operand in enumerate(graph.operands):
+        if operand.lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE):
+            arr = read_constant(model, operand)
+            arr.flags.writeable = False  # kernels must not modify weights shared by executions
+            out[idx] = arr
+        elif operand.lifetime == OperandLifeTime.SUBGRAPH:
+            out[idx] = None
+    return out
+
+
+class GraphRunner:
+    """A prepared model's executable form on the reference path: constants read once."""
+
+    def __init__(self, model: Model_1_3, version: HalVersion = HalVersion.V1_3):
+        load_all()
+        self.model = model
+        self.version = version
+        self.relaxed = model.relaxComputationFloat32toFloat16
+        self.graphs = [model.main, *model.referenced]
+        self._constants = [_constants(model, g) for g in self.graphs]
+
+    def run(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0) -> list[np.ndarray]:
+        """Run subgraph `graph_index` (0 = main) on its input values; return its outputs."""
+        graph = self.graphs[graph_index]
+        values: dict[int, np.ndarray | None] = dict(self._constants[graph_index])
+        for idx, value in zip(graph.inputIndexes, inputs):
+            values[idx] = value
+        for k, op in enumerate(graph.operations):
+            spec = lookup(op.type)
+            if spec is None:
+                raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: no kernel for {op.type}")
+            ctx = OpContext(op, graph.operands, [values.get(i) for i in op.inputs], self.relaxed,
+                            self.version, self.model.referenced, self._run_referenced)
+            try:
+                outs = spec.reference(ctx)
+            except OpError as e:
+                raise ExecutionError(ErrorStatus(e.status or ErrorStatus.GENERAL_FAILURE),
+                                     f"operation {k} ({spec.type.name}): {e}") from e
+            except ExecutionError:
+                raise
+            except Exception as e:  # a kernel bug must not escape a HAL method
+                log.exception("operation %d (%s) raised", k, spec.type.name)
+                raise ExecutionError(ErrorStatus.GENERAL_FAILURE,
+                                     f"operation {k} ({spec.type.name}): {type(e).__name__}: {e}") from e
+            if len(outs) != len(op.outputs):
+                raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: wrong output count")
+            for idx, value in zip(op.outputs, outs):
+                values[idx] = self._conform(k, graph, idx, value)
+        return [values[idx] for idx in graph.outputIndexes]
+
+    def _run_referenced(self, referenced_index: int, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        return self.run(inputs, referenced_index + 1)
+
+    @staticmethod
+    def _conform(k: int, graph: Subgraph, idx: int, value: np.ndarray) -> np.ndarray:
+        """Cast to the operand's storage type and check the shape against the model's dims."""
+        operand = graph.operands[idx]
+        value = np.asarray(value).astype(dtype_of(operand.type), copy=False)
+        if not is_tensor(operand.type):
+            return value.reshape(())
+        dims = operand.dimensions
+        if dims and (len(dims) != value.ndim or any(d and d != v for d, v in zip(dims, value.shape))):
+            raise ExecutionError(ErrorStatus.GENERAL_FAILURE,
+                                 f"operation {k}: output operand {idx} has shape {list(value.shape)}, model says {dims}")
+        return value

@@ -1,0 +1,81 @@
+"""IPreparedModel: a validated model with its constants read, executable from any thread."""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from ..hal.interfaces import IExecutionCallback, IPreparedModel
+from ..hal.types import ErrorStatus, MeasureTiming, OptionalTimePoint, OptionalTimeoutDuration, Request, Timing
+from .execution import Result, begin, run
+from .executor import GraphRunner
+
+log = logging.getLogger("nngpu.prepared_model")
+
+# Asynchronous executions share one pool: enough workers for concurrent clients on 2 cores.
+_EXEC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="nngpu-exec")
+
+
+def _notify(callback: IExecutionCallback, result: Result, version: int) -> None:
+    try:
+        if version >= 13:
+            callback.notify_1_3(*result.as_tuple())
+        elif version >= 12:
+            callback.notify_1_2(*result.as_tuple())
+        else:
+            callback.notify(result.status)
+    except Exception:  # a failing client callback must not kill the worker
+        log.exception("execution callback raised")
+
+
+class PreparedModel(IPreparedModel):
+    def __init__(self, runner: GraphRunner, resolve_token: Callable[[int], Any] | None = None):
+        self.runner = runner
+        self.resolve_token = resolve_token
+
+    @property
+    def model(self):
+        return self.runner.model
+
+    def _run(self, request: Request, measure: MeasureTiming) -> Result:
+        return run(self.runner, request, measure, self.resolve_token)
+
+    def _launch(self, request: Request, measure: MeasureTiming, callback, version: int) -> ErrorStatus:
+        if callback is None or not hasattr(callback, "notify"):
+            return ErrorStatus.INVALID_ARGUMENT
+        pending = begin(self.runner, request, measure, self.resolve_token)
+        if isinstance(pending, Result):  # a bad request: reported by the return value and the callback
+            _notify(callback, pending, version)
+            return pending.status
+        try:
+            _EXEC_POOL.submit(lambda: _notify(callback, pending.finish(), version))
+        except RuntimeError:  # interpreter shutting down
+            _notify(callback, Result(ErrorStatus.DEVICE_UNAVAILABLE, [], Timing()), version)
+            return ErrorStatus.DEVICE_UNAVAILABLE
+        return ErrorStatus.NONE
+
+    # 1.0
+    def execute(self, request, callback) -> ErrorStatus:
+        return self._launch(request, MeasureTiming.NO, callback, 10)
+
+    # 1.2
+    def execute_1_2(self, request, measure, callback) -> ErrorStatus:
+        return self._launch(request, measure, callback, 12)
+
+    def executeSynchronously(self, request, measure):
+        return self._run(request, measure).as_tuple()
+
+    def configureExecutionBurst(self, callback, requestChannel, resultChannel):
+        try:
+            from .burst_server import configure_burst
+        except ImportError:
+            return ErrorStatus.GENERAL_FAILURE, None
+        return configure_burst(self, callback, requestChannel, resultChannel)
+
+    # 1.3 (deadlines are accepted and not enforced)
+    def execute_1_3(self, request, measure, deadline: OptionalTimePoint, loopTimeoutDuration: OptionalTimeoutDuration,
+                    callback) -> ErrorStatus:
+        return self._launch(request, measure, callback, 13)
+
+    def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
+        return self._run(request, measure).as_tuple()

@@ -1,0 +1,66 @@
+"""Small, logic-only helpers over HAL model data shared by validation, the driver and the CTS."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .hal.types import Model, Model_1_3, Operand, OperandLifeTime, Subgraph
+from .ops.dtypes import DTYPES, dtype_of, is_tensor
+
+
+def as_model_1_3(model: Model | Model_1_3) -> Model_1_3:
+    """A 1.0-1.2 flat Model seen as a 1.3 Model with one main subgraph (no copy of data)."""
+    if isinstance(model, Model_1_3):
+        return model
+    main = Subgraph(model.operands, model.operations, model.inputIndexes, model.outputIndexes)
+    return Model_1_3(main, [], model.operandValues, model.pools,
+                     model.relaxComputationFloat32toFloat16, model.extensionNameToPrefix)
+
+
+def num_elements(dims) -> int:
+    return int(math.prod(dims)) if len(dims) else 1
+
+
+def nbytes_of(operand_type: int, dims) -> int:
+    """Bytes of a value of this type and shape (scalars: one element)."""
+    if operand_type not in DTYPES:
+        return 0
+    return dtype_of(operand_type).itemsize * (num_elements(dims) if is_tensor(operand_type) else 1)
+
+
+def fully_specified(operand_type: int, dims) -> bool:
+    """True when every extent is known (a tensor of unknown rank is never fully specified)."""
+    if not is_tensor(operand_type):
+        return True
+    return len(dims) > 0 and all(d > 0 for d in dims)
+
+
+def merge_dims(model_dims, request_dims) -> list[int] | None:
+    """Combine an operand's model dimensions with a request's; None if they conflict."""
+    if not request_dims:
+        return list(model_dims)
+    if model_dims and len(model_dims) != len(request_dims):
+        return None
+    if not model_dims:
+        return list(request_dims)
+    out = []
+    for m, r in zip(model_dims, request_dims):
+        if m and r and m != r:
+            return None
+        out.append(m or r)
+    return out
+
+
+def read_constant(model: Model_1_3, operand: Operand) -> np.ndarray:
+    """The value of a CONSTANT_COPY / CONSTANT_REFERENCE operand as a numpy array (a copy)."""
+    loc = operand.location
+    if operand.lifetime == OperandLifeTime.CONSTANT_COPY:
+        raw = memoryview(model.operandValues)[loc.offset : loc.offset + loc.length]
+    else:
+        raw = model.pools[loc.poolIndex].view(loc.offset, loc.length)
+    dt = dtype_of(operand.type)
+    arr = np.frombuffer(raw, dtype=dt).copy()
+    if is_tensor(operand.type):
+        return arr.reshape(operand.dimensions)
+    return arr.reshape(())

@@ -1,0 +1,162 @@
+"""The operation table: one OpSpec per OperationType.
+
+Each op family module (nngpu/ops/<family>.py) calls `register(OpSpec(...))` at import time. The
+signature list drives model validation, getSupportedOperations and the HAL version a model needs;
+`validate` adds the op's own rules; `reference` is the numpy kernel that defines its semantics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..hal.types import Operand, OperandLifeTime, OperandType, Operation, OperationType
+
+T = OperandType
+
+
+class HalVersion(IntEnum):
+    V1_0 = 10
+    V1_1 = 11
+    V1_2 = 12
+    V1_3 = 13
+
+
+class OpError(Exception):
+    """An operation rejected at validation or execution; the message names the reason.
+
+    Raised by `validate` (model is INVALID_ARGUMENT) and by `reference` for input values the spec
+    forbids (execution fails with `status`)."""
+
+    def __init__(self, reason: str, status: int | None = None):
+        super().__init__(reason)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One accepted operand-type list. `min_inputs` < len(inputs) lets trailing optional inputs
+    be left out entirely (their count is then absent, not NO_VALUE)."""
+
+    inputs: tuple[OperandType, ...]
+    outputs: tuple[OperandType, ...]
+    version: HalVersion
+    min_inputs: int | None = None
+
+    def matches(self, in_types: Sequence[int], out_types: Sequence[int]) -> bool:
+        lo = len(self.inputs) if self.min_inputs is None else self.min_inputs
+        if not lo <= len(in_types) <= len(self.inputs) or len(out_types) != len(self.outputs):
+            return False
+        return tuple(in_types) == self.inputs[: len(in_types)] and tuple(out_types) == self.outputs
+
+
+def sig(inputs: Sequence[OperandType], outputs: Sequence[OperandType], version: HalVersion,
+        min_inputs: int | None = None) -> Signature:
+    return Signature(tuple(inputs), tuple(outputs), version, min_inputs)
+
+
+class OpContext:
+    """What an op sees of one operation: its operands, and at execution their values.
+
+    `values[k]` is the numpy value of the k-th input (0-d arrays for scalars) or None when the
+    input is omitted (NO_VALUE) or not known yet (validation time, non-constant)."""
+
+    def __init__(self, operation: Operation, operands: Sequence[Operand],
+                 values: Sequence[np.ndarray | None], relaxed: bool = False,
+                 version: HalVersion = HalVersion.V1_3, subgraphs: Sequence | None = None,
+                 executor: Callable | None = None):
+        self.operation = operation
+        self.operands = operands
+        self.values = values
+        self.relaxed = relaxed
+        self.version = version
+        self.subgraphs = subgraphs      # 1.3 referenced subgraphs, for IF / WHILE
+        self.executor = executor        # runs a referenced subgraph, for IF / WHILE
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.operation.inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.operation.outputs)
+
+    def in_operand(self, i: int) -> Operand:
+        return self.operands[self.operation.inputs[i]]
+
+    def out_operand(self, i: int) -> Operand:
+        return self.operands[self.operation.outputs[i]]
+
+    def has_input(self, i: int) -> bool:
+        """True when input i exists and has a value (is not omitted)."""
+        return (i < self.num_inputs and self.in_operand(i).lifetime != OperandLifeTime.NO_VALUE
+                and self.values[i] is not None)
+
+    def is_omitted(self, i: int) -> bool:
+        return i >= self.num_inputs or self.in_operand(i).lifetime == OperandLifeTime.NO_VALUE
+
+    def input(self, i: int) -> np.ndarray:
+        v = self.values[i]
+        if v is None:
+            raise OpError(f"input {i} has no value")
+        return v
+
+    def scalar(self, i: int, default=None):
+        """Input i as a Python scalar, or `default` when it is absent or omitted."""
+        if not self.has_input(i):
+            if default is None and i < self.num_inputs and not self.is_omitted(i):
+                raise OpError(f"input {i} has no value")
+            return default
+        return self.values[i].reshape(-1)[0].item()
+
+    def is_constant(self, i: int) -> bool:
+        return self.in_operand(i).lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE)
+
+
+Reference = Callable[[OpContext], list[np.ndarray]]
+Validate = Callable[[OpContext], None]
+
+
+@dataclass
+class OpSpec:
+    type: OperationType
+    signatures: list[Signature]
+    reference: Reference
+    validate: Validate | None = None      # op-specific model rules; raise OpError
+    lowering: str = "host"                # compiler hint: elementwise, gemm, reduction, movement, host
+    notes: str = field(default="", repr=False)
+
+    def match(self, in_types: Sequence[int], out_types: Sequence[int]) -> Signature | None:
+        """The lowest-version signature these operand types match, or None."""
+        best = None
+        for s in self.signatures:
+            if s.matches(in_types, out_types) and (best is None or s.version < best.version):
+                best = s
+        return best
+
+
+REGISTRY: dict[OperationType, OpSpec] = {}
+
+
+def register(spec: OpSpec) -> OpSpec:
+    if spec.type in REGISTRY:
+        raise ValueError(f"{spec.type.name} registered twice")
+    REGISTRY[spec.type] = spec
+    return spec
+
+
+def lookup(op_type: int) -> OpSpec | None:
+    return REGISTRY.get(op_type)  # type: ignore[arg-type]
+
+
+def introduced_in(op_type: int) -> HalVersion:
+    """The HAL version whose OperationType enum first lists `op_type`."""
+    if op_type < 29:
+        return HalVersion.V1_0
+    if op_type < 38:
+        return HalVersion.V1_1
+    if op_type < 95:
+        return HalVersion.V1_2
+    return HalVersion.V1_3
