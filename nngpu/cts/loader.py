@@ -220,16 +220,20 @@ def default_corpus_dir() -> Path | None:
     return None
 
 
+def load_file(path: Path | str) -> list[TestCase]:
+    """The cases of one corpus file (*.json or *.json.gz)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        doc = json.load(fh)
+    return [TestCase(c["name"], c["spec"], c["version"], c["minSupportedVersion"], bool(c["isRelaxed"]),
+                     bool(c["expectFailure"]), float(c["expectedMultinomialDistributionTolerance"]), c)
+            for c in doc["cases"]]
+
+
 def load_cases(root: Path | str, versions: tuple[str, ...] | None = None) -> Iterator[TestCase]:
     """Every case under root (files *.json or *.json.gz in version folders), sorted by path."""
     root = Path(root)
-    files = sorted([*root.glob("*/*.json"), *root.glob("*/*.json.gz")])
-    for f in files:
-        if versions and f.parent.name not in versions:
-            continue
-        opener = gzip.open if f.suffix == ".gz" else open
-        with opener(f, "rt") as fh:
-            doc = json.load(fh)
-        for c in doc["cases"]:
-            yield TestCase(c["name"], c["spec"], c["version"], c["minSupportedVersion"], bool(c["isRelaxed"]),
-                           bool(c["expectFailure"]), float(c["expectedMultinomialDistributionTolerance"]), c)
+    for f in sorted([*root.glob("*/*.json"), *root.glob("*/*.json.gz")]):
+        if not versions or f.parent.name in versions:
+            yield from load_file(f)

@@ -73,6 +73,31 @@ def _prepare(device, model, flat: bool):
     return cb_status, prepared
 
 
+class _Reasons(logging.Handler):
+    """Collects the driver's logged rejection reasons while one case runs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> "_Reasons":
+        for name in ("nngpu.execution", "nngpu.device"):
+            logger = logging.getLogger(name)
+            logger.addHandler(self)
+            logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in ("nngpu.execution", "nngpu.device"):
+            logging.getLogger(name).removeHandler(self)
+
+    def last(self) -> str:
+        return f" ({self.messages[-1]})" if self.messages else ""
+
+
 def _judge(case: TestCase, ex: Execution, status, shapes, timing, measure) -> tuple[str, str]:
     if case.expect_failure:
         return ("passed", f"failed as expected: {status.name}") if status != ErrorStatus.NONE \
@@ -102,7 +127,15 @@ def _verdict(problem: str | None) -> tuple[str, str]:
 
 
 def run_case(device, backend: str, case: TestCase, paths: Iterable[str], measure: MeasureTiming = MeasureTiming.NO) -> list[Record]:
-    paths = list(paths)
+    with _Reasons() as reasons:
+        records = _run_case(device, backend, case, list(paths), measure)
+    for r in records:
+        if r.result == "failed" and "returned" in r.detail:
+            r.detail += reasons.last()
+    return records
+
+
+def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: MeasureTiming) -> list[Record]:
     ops = sorted({t.name for t in case.operation_types()})
 
     def records(result: str, detail: str) -> list[Record]:

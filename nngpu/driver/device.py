@@ -3,6 +3,7 @@ answers through the callback exactly once, with the same status the call returne
 from __future__ import annotations
 
 import copy
+import os
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,9 @@ from ..hal.types import (
     ExecutionPreference,
     Model,
     Model_1_3,
+    OperandLifeTime,
     PerformanceInfo,
+    Subgraph,
     Priority,
 )
 from ..modelutil import as_model_1_3
@@ -46,7 +49,7 @@ class Device(IDevice):
 
     def __init__(self, backend: str = "numpy", name: str | None = None):
         load_all()
-        self.backend_name = backend
+        self.backend_name = resolve_backend(backend)
         self.name = name or f"nngpu-{backend}"
         self._perf = PerformanceInfo(1.0, 1.0)
         self._buffers: dict[int, object] = {}
@@ -88,13 +91,25 @@ class Device(IDevice):
             return ErrorStatus.INVALID_ARGUMENT, []
         return ErrorStatus.NONE, [self.supports(m, op) for op in m.main.operations]
 
-    def supports(self, model: Model_1_3, op) -> bool:
-        """True exactly when this device executes `op` with its operand types."""
+    def supports(self, model: Model_1_3, op, graph: Subgraph | None = None, seen: frozenset = frozenset()) -> bool:
+        """True exactly when this device executes `op` with its operand types, and, for IF /
+        WHILE, every operation of the subgraphs it references."""
+        graph = graph or model.main
         spec = lookup(op.type)
         if spec is None:
             return False
-        operands = model.main.operands
-        return spec.match([operands[i].type for i in op.inputs], [operands[i].type for i in op.outputs]) is not None
+        operands = graph.operands
+        if spec.match([operands[i].type for i in op.inputs], [operands[i].type for i in op.outputs]) is None:
+            return False
+        for i in op.inputs:
+            if operands[i].lifetime == OperandLifeTime.SUBGRAPH:
+                ref = operands[i].location.offset
+                if ref in seen or not 0 <= ref < len(model.referenced):
+                    return False
+                sub = model.referenced[ref]
+                if not all(self.supports(model, o, sub, seen | {ref}) for o in sub.operations):
+                    return False
+        return True
 
     def getSupportedOperations(self, model):
         return self._supported(model, HalVersion.V1_0)
@@ -184,6 +199,19 @@ class Device(IDevice):
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles):
         return ErrorStatus.GENERAL_FAILURE, None, 0
+
+
+BACKENDS = ("numpy",)
+
+
+def resolve_backend(name: str) -> str:
+    """"auto" (or $NNGPU_BACKEND) → the best backend available here; unknown names are errors."""
+    name = os.environ.get("NNGPU_BACKEND", name) if name == "auto" else name
+    if name == "auto":
+        return BACKENDS[0]
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
+    return name
 
 
 def _copy_graphs(m: Model_1_3) -> Model_1_3:

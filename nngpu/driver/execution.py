@@ -13,6 +13,7 @@ import numpy as np
 
 from ..hal.types import (
     ErrorStatus,
+    LoopTimeoutDurationNs,
     MeasureTiming,
     MemoryPool,
     Model_1_3,
@@ -37,6 +38,7 @@ class Result:
     status: ErrorStatus
     output_shapes: list[OutputShape]
     timing: Timing
+    reason: str = ""  # why it failed, for logs and the conformance runner
 
     def as_tuple(self) -> tuple[ErrorStatus, list[OutputShape], Timing]:
         return self.status, self.output_shapes, self.timing
@@ -44,7 +46,7 @@ class Result:
 
 def _fail(status: ErrorStatus, reason: str) -> Result:
     log.info("execution rejected: %s: %s", status.name, reason)
-    return Result(status, [], Timing())
+    return Result(status, [], Timing(), reason)
 
 
 class PoolView:
@@ -140,12 +142,13 @@ class Pending:
     pools: list[PoolView]
     inputs: list[np.ndarray | None]
     t0: int
+    loop_timeout_ns: int = int(LoopTimeoutDurationNs.DEFAULT)
 
     def finish(self) -> Result:
         model = self.runner.model
         try:
             t1 = time.perf_counter_ns()
-            outputs = self.runner.run(self.inputs)
+            outputs = self.runner.run(self.inputs, deadline_ns=time.monotonic_ns() + self.loop_timeout_ns)
             t2 = time.perf_counter_ns()
             failed = _write_outputs(model, self.request, self.pools, outputs)
         except ExecutionError as e:
@@ -166,12 +169,16 @@ class Pending:
 
 
 def begin(runner: GraphRunner, request: Request, measure: MeasureTiming = MeasureTiming.NO,
-          resolve_token: Callable[[int], Any] | None = None) -> Pending | Result:
+          resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None) -> Pending | Result:
     """Validate `request` and read its inputs: a Pending to finish, or the failure Result."""
     t0 = time.perf_counter_ns()
     try:
         if measure not in (MeasureTiming.NO, MeasureTiming.YES):
             raise ValidationError(f"bad MeasureTiming {measure}")
+        if loop_timeout_ns is None:
+            loop_timeout_ns = int(LoopTimeoutDurationNs.DEFAULT)
+        elif not 0 <= loop_timeout_ns <= LoopTimeoutDurationNs.MAXIMUM:
+            raise ValidationError(f"loop timeout {loop_timeout_ns} ns outside [0, MAXIMUM]")
         validate_request(request, runner.model)
         pools = _pools(request, resolve_token)
         inputs = _read_inputs(runner.model, request, pools)
@@ -180,11 +187,11 @@ def begin(runner: GraphRunner, request: Request, measure: MeasureTiming = Measur
     except Exception as e:  # malformed objects of any kind are the caller's error
         log.exception("request could not be read")
         return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
-    return Pending(runner, request, measure, pools, inputs, t0)
+    return Pending(runner, request, measure, pools, inputs, t0, loop_timeout_ns)
 
 
 def run(runner: GraphRunner, request: Request, measure: MeasureTiming = MeasureTiming.NO,
-        resolve_token: Callable[[int], Any] | None = None) -> Result:
+        resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None) -> Result:
     """Execute `request` on a prepared model's runner. Never raises."""
-    pending = begin(runner, request, measure, resolve_token)
+    pending = begin(runner, request, measure, resolve_token, loop_timeout_ns)
     return pending if isinstance(pending, Result) else pending.finish()

@@ -47,8 +47,10 @@ class GraphRunner:
         self.graphs = [model.main, *model.referenced]
         self._constants = [_constants(model, g) for g in self.graphs]
 
-    def run(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0) -> list[np.ndarray]:
-        """Run subgraph `graph_index` (0 = main) on its input values; return its outputs."""
+    def run(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0,
+            deadline_ns: int | None = None) -> list[np.ndarray]:
+        """Run subgraph `graph_index` (0 = main) on its input values; return its outputs.
+        `deadline_ns` (time.monotonic_ns) bounds WHILE loops."""
         graph = self.graphs[graph_index]
         values: dict[int, np.ndarray | None] = dict(self._constants[graph_index])
         for idx, value in zip(graph.inputIndexes, inputs):
@@ -58,7 +60,8 @@ class GraphRunner:
             if spec is None:
                 raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: no kernel for {op.type}")
             ctx = OpContext(op, graph.operands, [values.get(i) for i in op.inputs], self.relaxed,
-                            self.version, self.model.referenced, self._run_referenced)
+                            self.version, self.model.referenced,
+                            lambda ref, ins: self.run(ins, ref + 1, deadline_ns), deadline_ns)
             try:
                 outs = spec.reference(ctx)
             except OpError as e:
@@ -75,9 +78,6 @@ class GraphRunner:
             for idx, value in zip(op.outputs, outs):
                 values[idx] = self._conform(k, graph, idx, value)
         return [values[idx] for idx in graph.outputIndexes]
-
-    def _run_referenced(self, referenced_index: int, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-        return self.run(inputs, referenced_index + 1)
 
     @staticmethod
     def _conform(k: int, graph: Subgraph, idx: int, value: np.ndarray) -> np.ndarray:

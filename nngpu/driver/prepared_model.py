@@ -28,6 +28,10 @@ def _notify(callback: IExecutionCallback, result: Result, version: int) -> None:
         log.exception("execution callback raised")
 
 
+def _nanoseconds(duration: OptionalTimeoutDuration | None) -> int | None:
+    return None if duration is None else duration.nanoseconds
+
+
 class PreparedModel(IPreparedModel):
     def __init__(self, runner: GraphRunner, resolve_token: Callable[[int], Any] | None = None):
         self.runner = runner
@@ -37,13 +41,14 @@ class PreparedModel(IPreparedModel):
     def model(self):
         return self.runner.model
 
-    def _run(self, request: Request, measure: MeasureTiming) -> Result:
-        return run(self.runner, request, measure, self.resolve_token)
+    def _run(self, request: Request, measure: MeasureTiming, loop_timeout: OptionalTimeoutDuration | None = None) -> Result:
+        return run(self.runner, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
 
-    def _launch(self, request: Request, measure: MeasureTiming, callback, version: int) -> ErrorStatus:
+    def _launch(self, request: Request, measure: MeasureTiming, callback, version: int,
+                loop_timeout: OptionalTimeoutDuration | None = None) -> ErrorStatus:
         if callback is None or not hasattr(callback, "notify"):
             return ErrorStatus.INVALID_ARGUMENT
-        pending = begin(self.runner, request, measure, self.resolve_token)
+        pending = begin(self.runner, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
         if isinstance(pending, Result):  # a bad request: reported by the return value and the callback
             _notify(callback, pending, version)
             return pending.status
@@ -75,7 +80,7 @@ class PreparedModel(IPreparedModel):
     # 1.3 (deadlines are accepted and not enforced)
     def execute_1_3(self, request, measure, deadline: OptionalTimePoint, loopTimeoutDuration: OptionalTimeoutDuration,
                     callback) -> ErrorStatus:
-        return self._launch(request, measure, callback, 13)
+        return self._launch(request, measure, callback, 13, loopTimeoutDuration)
 
     def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
-        return self._run(request, measure).as_tuple()
+        return self._run(request, measure, loopTimeoutDuration).as_tuple()

@@ -66,7 +66,7 @@ class OpContext:
     def __init__(self, operation: Operation, operands: Sequence[Operand],
                  values: Sequence[np.ndarray | None], relaxed: bool = False,
                  version: HalVersion = HalVersion.V1_3, subgraphs: Sequence | None = None,
-                 executor: Callable | None = None):
+                 executor: Callable | None = None, deadline_ns: int | None = None):
         self.operation = operation
         self.operands = operands
         self.values = values
@@ -74,6 +74,7 @@ class OpContext:
         self.version = version
         self.subgraphs = subgraphs      # 1.3 referenced subgraphs, for IF / WHILE
         self.executor = executor        # runs a referenced subgraph, for IF / WHILE
+        self.deadline_ns = deadline_ns  # time.monotonic_ns() by which a WHILE loop must end
 
     @property
     def num_inputs(self) -> int:
@@ -127,9 +128,15 @@ class OpSpec:
     validate: Validate | None = None      # op-specific model rules; raise OpError
     lowering: str = "host"                # compiler hint: elementwise, gemm, reduction, movement, host
     notes: str = field(default="", repr=False)
+    # For ops whose operand list is variadic in count and type (IF, WHILE): returns the version
+    # the operand types need, or None. Replaces the signature table when set.
+    matcher: Callable[[Sequence[int], Sequence[int]], HalVersion | None] | None = None
 
     def match(self, in_types: Sequence[int], out_types: Sequence[int]) -> Signature | None:
         """The lowest-version signature these operand types match, or None."""
+        if self.matcher is not None:
+            v = self.matcher(in_types, out_types)
+            return None if v is None else Signature(tuple(in_types), tuple(out_types), v)
         best = None
         for s in self.signatures:
             if s.matches(in_types, out_types) and (best is None or s.version < best.version):
