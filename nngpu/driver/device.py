@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import os
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import __version__
@@ -26,6 +25,8 @@ from ..modelutil import as_model_1_3
 from ..ops import load_all
 from ..ops.registry import HalVersion, lookup
 from ..validation import ValidationError, validate_execution_preference, validate_model, validate_priority
+from .allocate import AllocateError, plan_buffer
+from .buffer import BufferTable, DeviceBuffer
 from .capabilities import capabilities
 from .executor import GraphRunner
 from .prepared_model import PreparedModel
@@ -52,8 +53,7 @@ class Device(IDevice):
         self.backend_name = resolve_backend(backend)
         self.name = name or f"nngpu-{backend}"
         self._perf = PerformanceInfo(1.0, 1.0)
-        self._buffers: dict[int, object] = {}
-        self._buffers_lock = threading.Lock()
+        self._buffers = BufferTable()
 
     # ---- capabilities and queries ---------------------------------------------------------
     def getCapabilities(self):
@@ -194,11 +194,17 @@ class Device(IDevice):
 
     # ---- 1.3 device memory ----------------------------------------------------------------
     def _resolve_token(self, token: int):
-        with self._buffers_lock:
-            return self._buffers.get(token)
+        return self._buffers.get(token)
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles):
-        return ErrorStatus.GENERAL_FAILURE, None, 0
+        try:
+            plan = plan_buffer(desc, list(preparedModels), list(inputRoles), list(outputRoles),
+                               lambda pm: isinstance(pm, PreparedModel) and pm.resolve_token == self._resolve_token)
+        except (AllocateError, TypeError, AttributeError) as e:
+            log.info("allocate: invalid: %s", e)
+            return ErrorStatus.INVALID_ARGUMENT, None, 0
+        buffer = self._buffers.add(lambda token: DeviceBuffer(token, plan.operand, plan.dims, plan.roles))
+        return ErrorStatus.NONE, buffer, buffer.token
 
 
 BACKENDS = ("numpy",)

@@ -26,6 +26,7 @@ from ..memory import MemoryError_
 from ..modelutil import fully_specified, merge_dims, nbytes_of
 from ..ops.dtypes import dtype_of, is_tensor
 from ..validation import ValidationError, validate_request
+from .buffer import BufferUsageError
 from .executor import ExecutionError, GraphRunner
 
 log = logging.getLogger("nngpu.execution")
@@ -71,7 +72,14 @@ def _pools(request: Request, resolve_token) -> list[PoolView]:
     return [PoolView(p, resolve_token) for p in request.pools]
 
 
-def _read_inputs(model: Model_1_3, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
+def _check_token_argument(buffer, arg, runner, io: str, k: int) -> None:
+    if arg.location.offset != 0 or arg.location.length != 0:
+        raise ValidationError(f"{io} {k}: a device buffer argument must have offset 0 and length 0")
+    buffer.check_role(runner, io, k)
+
+
+def _read_inputs(runner: GraphRunner, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
+    model = runner.model
     values: list[np.ndarray | None] = []
     for k, (arg, idx) in enumerate(zip(request.inputs, model.main.inputIndexes)):
         operand = model.main.operands[idx]
@@ -80,7 +88,8 @@ def _read_inputs(model: Model_1_3, request: Request, pools: list[PoolView]) -> l
             continue
         pool = pools[arg.location.poolIndex]
         if pool.buffer is not None:
-            values.append(pool.buffer.read_for_input(operand, arg.dimensions))
+            _check_token_argument(pool.buffer, arg, runner, "input", k)
+            values.append(pool.buffer.read_for_input(arg.dimensions))
             continue
         dims = merge_dims(operand.dimensions, arg.dimensions)
         if dims is None or not fully_specified(operand.type, dims):
@@ -113,7 +122,7 @@ def _write_outputs(model: Model_1_3, request: Request, pools: list[PoolView], ou
             continue
         pool = pools[arg.location.poolIndex]
         if pool.buffer is not None:
-            if not pool.buffer.can_hold(operand, value):
+            if not pool.buffer.can_hold(value):
                 return _fail(ErrorStatus.INVALID_ARGUMENT, f"output {k}: device buffer does not match")
             continue
         if arg.location.length < value.nbytes:
@@ -145,6 +154,15 @@ class Pending:
     loop_timeout_ns: int = int(LoopTimeoutDurationNs.DEFAULT)
 
     def finish(self) -> Result:
+        result = self._finish()
+        if result.status != ErrorStatus.NONE:  # a failed execution leaves its output buffers uninitialized
+            for arg in self.request.outputs:
+                pool = None if arg.hasNoValue else self.pools[arg.location.poolIndex]
+                if pool is not None and pool.buffer is not None:
+                    pool.buffer.invalidate()
+        return result
+
+    def _finish(self) -> Result:
         model = self.runner.model
         try:
             t1 = time.perf_counter_ns()
@@ -181,9 +199,15 @@ def begin(runner: GraphRunner, request: Request, measure: MeasureTiming = Measur
             raise ValidationError(f"loop timeout {loop_timeout_ns} ns outside [0, MAXIMUM]")
         validate_request(request, runner.model)
         pools = _pools(request, resolve_token)
-        inputs = _read_inputs(runner.model, request, pools)
+        for k, arg in enumerate(request.outputs):
+            pool = pools[arg.location.poolIndex] if not arg.hasNoValue else None
+            if pool is not None and pool.buffer is not None:
+                _check_token_argument(pool.buffer, arg, runner, "output", k)
+        inputs = _read_inputs(runner, request, pools)
     except (ValidationError, MemoryError_) as e:
         return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
+    except BufferUsageError as e:
+        return _fail(e.status, str(e))
     except Exception as e:  # malformed objects of any kind are the caller's error
         log.exception("request could not be read")
         return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")

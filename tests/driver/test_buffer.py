@@ -1,0 +1,176 @@
+"""IDevice::allocate and IBuffer (1.3): role rules, copies, and executions on device memory."""
+import math
+
+import numpy as np
+import pytest
+
+from nngpu.driver.callbacks import PreparedModelCallback
+from nngpu.driver.device import Device
+from nngpu.hal import (
+    BufferDesc,
+    BufferRole,
+    DataLocation,
+    ErrorStatus,
+    ExecutionPreference,
+    MeasureTiming,
+    MemoryPool,
+    OperandType as T,
+    OperationType as Op,
+    OptionalTimePoint,
+    OptionalTimeoutDuration,
+    Request,
+    RequestArgument,
+)
+from nngpu.memory import allocate_shared
+from nngpu.modelutil import as_model_1_3
+from nngpu.testing import output, scalar, single_op_model, tensor
+
+SHAPE = (2, 3)
+
+
+def prepare(device, t=T.TENSOR_FLOAT32, dims=SHAPE, scale=0.0, zp=0):
+    z = np.zeros(dims, np.float32 if t == T.TENSOR_FLOAT32 else np.uint8)
+    ins = [tensor(t, z, scale, zp), tensor(t, z, scale, zp), scalar(T.INT32, 0)]
+    model = as_model_1_3(single_op_model(Op.ADD, ins, [output(t, list(dims), scale, zp)]))
+    cb = PreparedModelCallback()
+    device.prepareModel_1_3(model, ExecutionPreference.FAST_SINGLE_ANSWER, 1, OptionalTimePoint(), [], [], bytes(32), cb)
+    status, prepared = cb.get(30)
+    assert status == ErrorStatus.NONE
+    return prepared
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return Device("numpy")
+
+
+@pytest.fixture(scope="module")
+def pm(dev):
+    return prepare(dev)
+
+
+def ok(dev, pm, roles_in, roles_out, desc=None):
+    return dev.allocate(desc or BufferDesc([]), [pm] if not isinstance(pm, list) else pm, roles_in, roles_out)
+
+
+def test_allocate_gives_positive_distinct_tokens(dev, pm):
+    s1, b1, t1 = ok(dev, pm, [BufferRole(0, 0, 1.0)], [])
+    s2, b2, t2 = ok(dev, pm, [], [BufferRole(0, 0, 0.5)])
+    assert s1 == s2 == ErrorStatus.NONE and t1 > 0 and t2 > 0 and t1 != t2
+
+
+@pytest.mark.parametrize("case", [
+    "no-roles", "bad-model-index", "bad-io-index", "zero-frequency", "big-frequency", "nan-frequency",
+    "same-role-twice", "foreign-prepared-model", "desc-dims-conflict", "desc-rank-conflict",
+])
+def test_allocate_rejects(dev, pm, case):
+    roles_in, roles_out, desc, models = [BufferRole(0, 0, 1.0)], [], BufferDesc([]), [pm]
+    if case == "no-roles":
+        roles_in = []
+    elif case == "bad-model-index":
+        roles_in = [BufferRole(1, 0, 1.0)]
+    elif case == "bad-io-index":
+        roles_in = [BufferRole(0, 2, 1.0)]
+    elif case == "zero-frequency":
+        roles_in = [BufferRole(0, 0, 0.0)]
+    elif case == "big-frequency":
+        roles_in = [BufferRole(0, 0, 1.5)]
+    elif case == "nan-frequency":
+        roles_in = [BufferRole(0, 0, math.nan)]
+    elif case == "same-role-twice":
+        roles_in = [BufferRole(0, 0, 1.0), BufferRole(0, 0, 0.5)]
+    elif case == "foreign-prepared-model":
+        models = [prepare(Device("numpy"))]
+    elif case == "desc-dims-conflict":
+        desc = BufferDesc([2, 4])
+    elif case == "desc-rank-conflict":
+        desc = BufferDesc([2, 3, 1])
+    assert dev.allocate(desc, models, roles_in, roles_out) == (ErrorStatus.INVALID_ARGUMENT, None, 0)
+
+
+@pytest.mark.parametrize("other", ["type", "scale", "zero_point", "rank", "dims"])
+def test_allocate_rejects_conflicting_roles(dev, other):
+    base = prepare(dev, T.TENSOR_QUANT8_ASYMM, SHAPE, 0.5, 3)
+    kwargs = {"type": dict(t=T.TENSOR_FLOAT32), "scale": dict(t=T.TENSOR_QUANT8_ASYMM, scale=0.25, zp=3),
+              "zero_point": dict(t=T.TENSOR_QUANT8_ASYMM, scale=0.5, zp=4),
+              "rank": dict(t=T.TENSOR_QUANT8_ASYMM, dims=(2, 3, 1), scale=0.5, zp=3),
+              "dims": dict(t=T.TENSOR_QUANT8_ASYMM, dims=(2, 4), scale=0.5, zp=3)}[other]
+    second = prepare(dev, **kwargs)
+    status = dev.allocate(BufferDesc([]), [base, second], [BufferRole(0, 0, 1.0)], [BufferRole(1, 0, 1.0)])
+    assert status == (ErrorStatus.INVALID_ARGUMENT, None, 0)
+    same = prepare(dev, T.TENSOR_QUANT8_ASYMM, SHAPE, 0.5, 3)
+    assert dev.allocate(BufferDesc([]), [base, same], [BufferRole(0, 0, 1.0)], [BufferRole(1, 0, 1.0)])[0] == ErrorStatus.NONE
+
+
+def test_copies(dev, pm):
+    _, buf, _ = ok(dev, pm, [BufferRole(0, 0, 1.0)], [])
+    dst = allocate_shared(24)
+    assert buf.copyTo(dst) == ErrorStatus.GENERAL_FAILURE  # uninitialized
+    src = allocate_shared(24)
+    src.array(np.float32)[:] = np.arange(6)
+    assert buf.copyFrom(src, []) == ErrorStatus.NONE
+    assert buf.copyTo(dst) == ErrorStatus.NONE
+    assert list(dst.array(np.float32)) == list(range(6))
+    assert buf.copyTo(allocate_shared(20)) == ErrorStatus.INVALID_ARGUMENT      # size mismatch
+    assert buf.copyFrom(allocate_shared(20), []) == ErrorStatus.INVALID_ARGUMENT
+    assert buf.copyTo(dst) == ErrorStatus.GENERAL_FAILURE  # a failed copyFrom uninitializes
+    assert buf.copyFrom(src, [3, 2]) == ErrorStatus.INVALID_ARGUMENT            # dimension mismatch
+    assert buf.copyFrom(src, [2, 3]) == ErrorStatus.NONE
+    assert buf.copyFrom("not memory", []) == ErrorStatus.INVALID_ARGUMENT
+
+
+def test_copy_from_needs_dims_when_the_buffer_has_none(dev):
+    pm = prepare(dev, dims=(0, 0))
+    _, buf, _ = dev.allocate(BufferDesc([]), [pm], [BufferRole(0, 0, 1.0)], [])
+    src = allocate_shared(24)
+    assert buf.copyFrom(src, []) == ErrorStatus.INVALID_ARGUMENT
+    assert buf.copyFrom(src, [2, 0]) == ErrorStatus.INVALID_ARGUMENT
+    assert buf.copyFrom(src, [3, 2]) == ErrorStatus.NONE
+
+
+def _run(pm, inputs, outputs, pools):
+    req = Request(inputs, outputs, pools)
+    return pm.executeSynchronously_1_3(req, MeasureTiming.NO, OptionalTimePoint(), OptionalTimeoutDuration())
+
+
+def test_execution_chained_through_device_memory_matches_pools(dev, pm):
+    a = np.arange(6, dtype=np.float32).reshape(SHAPE)
+    b = np.full(SHAPE, 2.0, np.float32)
+    inp = allocate_shared(48)
+    inp.map()[:] = np.concatenate([a.ravel(), b.ravel()]).tobytes()
+    arg = lambda pool, off, n: RequestArgument(False, DataLocation(pool, off, n), [])  # noqa: E731
+    token_arg = RequestArgument(False, DataLocation(1, 0, 0), [])
+    _, mid, mid_token = dev.allocate(BufferDesc([]), [pm], [BufferRole(0, 0, 1.0)], [BufferRole(0, 0, 1.0)])
+    # Step 1: (a + b) into device memory.
+    status, shapes, _ = _run(pm, [arg(0, 0, 24), arg(0, 24, 24)], [token_arg],
+                             [MemoryPool(hidlMemory=inp), MemoryPool(token=mid_token)])
+    assert status == ErrorStatus.NONE and shapes[0].dimensions == list(SHAPE)
+    # Step 2: (device memory + b) into a shared pool.
+    out = allocate_shared(24)
+    status, _, _ = _run(pm, [RequestArgument(False, DataLocation(1, 0, 0), []), arg(0, 24, 24)], [arg(2, 0, 24)],
+                        [MemoryPool(hidlMemory=inp), MemoryPool(token=mid_token), MemoryPool(hidlMemory=out)])
+    assert status == ErrorStatus.NONE
+    # The same two steps through shared pools only.
+    tmp, ref = allocate_shared(24), allocate_shared(24)
+    _run(pm, [arg(0, 0, 24), arg(0, 24, 24)], [arg(1, 0, 24)], [inp, tmp])
+    _run(pm, [arg(0, 0, 24), arg(1, 24, 24)], [arg(2, 0, 24)], [tmp, inp, ref])
+    np.testing.assert_array_equal(out.array(np.float32), ref.array(np.float32))
+    np.testing.assert_array_equal(out.array(np.float32).reshape(SHAPE), a + 2 * b)
+
+
+def test_buffer_role_and_state_are_enforced(dev, pm):
+    inp = allocate_shared(48)
+    out = allocate_shared(24)
+    arg = lambda pool, off, n: RequestArgument(False, DataLocation(pool, off, n), [])  # noqa: E731
+    _, only_in, tok_in = dev.allocate(BufferDesc([]), [pm], [BufferRole(0, 0, 1.0)], [])
+    # Uninitialized buffer as input: the execution fails.
+    status, _, _ = _run(pm, [arg(1, 0, 0), arg(0, 24, 24)], [arg(2, 0, 24)],
+                        [inp, MemoryPool(token=tok_in), out])
+    assert status == ErrorStatus.GENERAL_FAILURE
+    # A buffer without an output role cannot be an output; a nonzero location is invalid; unknown tokens too.
+    status, _, _ = _run(pm, [arg(0, 0, 24), arg(0, 24, 24)], [arg(1, 0, 0)], [inp, MemoryPool(token=tok_in)])
+    assert status == ErrorStatus.INVALID_ARGUMENT
+    status, _, _ = _run(pm, [arg(1, 0, 4), arg(0, 24, 24)], [arg(2, 0, 24)], [inp, MemoryPool(token=tok_in), out])
+    assert status == ErrorStatus.INVALID_ARGUMENT
+    status, _, _ = _run(pm, [arg(1, 0, 0), arg(0, 24, 24)], [arg(2, 0, 24)], [inp, MemoryPool(token=99999), out])
+    assert status == ErrorStatus.INVALID_ARGUMENT
