@@ -87,9 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     c.set_defaults(func=_cmd_cts)
 
     r = sub.add_parser("run", help="execute a model and print outputs and timing")
-    r.add_argument("model", nargs="?", help="model file (default: the bundled demo model)")
+    r.add_argument("model", nargs="?", help="a .tflite or corpus-format .json model (default: the bundled demo)")
     r.add_argument("--backend", default="auto")
     r.add_argument("--repeat", type=int, default=10)
+    r.add_argument("--input", action="append", default=[], help=".npy input, in the model's input order (repeat)")
+    r.add_argument("--burst", action="store_true", help="execute through a burst")
+    r.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<index>.npy")
     r.set_defaults(func=_cmd_run)
 
     i = sub.add_parser("info", help="devices, capabilities and supported operations")

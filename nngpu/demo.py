@@ -26,6 +26,10 @@ def _summary(arr: np.ndarray) -> str:
 
 def run_demo(args) -> int:
     path = Path(args.model) if args.model else DEMO_MODEL
+    if path.suffix == ".tflite":
+        from .tflite.run import run_tflite
+
+        return run_tflite(args)
     if path.suffix not in (".json", ".gz"):
         print(f"nngpu run: {path.name}: only corpus-format .json models are supported here", file=sys.stderr)
         return 2

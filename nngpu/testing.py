@@ -105,13 +105,20 @@ def single_op_model(op_type, inputs: list[Value], outputs: list[Out], relaxed: b
                  bytes(values), [], relaxed)
 
 
-def run_model(model: Model, inputs: list[np.ndarray], capacities: list[int], device=None) -> OpResult:
+def run_model(model: Model, inputs: list[np.ndarray], capacities: list[int], device=None, version: int = 12) -> OpResult:
+    """Prepare and execute through the 1.2 entry points, or the 1.3 ones with version=13."""
     from .driver.callbacks import PreparedModelCallback
     from .driver.device import Device
+    from .hal.types import OptionalTimeoutDuration, OptionalTimePoint, Priority
+    from .modelutil import as_model_1_3
 
     device = device or Device("numpy")
     cb = PreparedModelCallback()
-    status = device.prepareModel_1_2(model, ExecutionPreference.FAST_SINGLE_ANSWER, [], [], bytes(32), cb)
+    if version >= 13:
+        status = device.prepareModel_1_3(as_model_1_3(model), ExecutionPreference.FAST_SINGLE_ANSWER, Priority.MEDIUM,
+                                         OptionalTimePoint(), [], [], bytes(32), cb)
+    else:
+        status = device.prepareModel_1_2(model, ExecutionPreference.FAST_SINGLE_ANSWER, [], [], bytes(32), cb)
     cb.wait(60)
     if status != ErrorStatus.NONE or cb.status != ErrorStatus.NONE:
         return OpResult(ErrorStatus(status if status != ErrorStatus.NONE else cb.status))
@@ -130,7 +137,12 @@ def run_model(model: Model, inputs: list[np.ndarray], capacities: list[int], dev
         out_args.append(RequestArgument(False, DataLocation(1, off, cap), []))
         off += (cap + 7) // 8 * 8
     out_pool = allocate_shared(max(off, 1))
-    status, shapes, _ = prepared.executeSynchronously(Request(in_args, out_args, [in_pool, out_pool]), MeasureTiming.NO)
+    request = Request(in_args, out_args, [in_pool, out_pool])
+    if version >= 13:
+        status, shapes, _ = prepared.executeSynchronously_1_3(request, MeasureTiming.NO, OptionalTimePoint(),
+                                                               OptionalTimeoutDuration())
+    else:
+        status, shapes, _ = prepared.executeSynchronously(request, MeasureTiming.NO)
     if status != ErrorStatus.NONE:
         return OpResult(ErrorStatus(status), [], [s.dimensions for s in shapes])
     results = []
@@ -142,8 +154,10 @@ def run_model(model: Model, inputs: list[np.ndarray], capacities: list[int], dev
     return OpResult(ErrorStatus.NONE, results, [s.dimensions for s in shapes])
 
 
-def run_op(op_type, inputs: list[Value], outputs: list[Out], relaxed: bool = False, device=None) -> OpResult:
-    """Run one operation through the driver; OpResult.status is the execution's ErrorStatus."""
+def run_op(op_type, inputs: list[Value], outputs: list[Out], relaxed: bool = False, device=None,
+           version: int = 12) -> OpResult:
+    """Run one operation through the driver (HAL 1.2 entry points, or 1.3 with version=13);
+    OpResult.status is the first failing ErrorStatus."""
     model = single_op_model(op_type, inputs, outputs, relaxed)
     feeds = [v.value for v in inputs if not v.omitted and not v.const and is_tensor(v.type)]
     caps = []
@@ -154,4 +168,4 @@ def run_op(op_type, inputs: list[Value], outputs: list[Out], relaxed: bool = Fal
             caps.append(max(int(np.prod(o.dims)) * dtype_of(o.type).itemsize, 1))
         else:
             caps.append(1 << 16)
-    return run_model(model, feeds, caps, device)
+    return run_model(model, feeds, caps, device, version)

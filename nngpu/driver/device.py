@@ -3,11 +3,12 @@ answers through the callback exactly once, with the same status the call returne
 from __future__ import annotations
 
 import copy
-import os
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import __version__
+from .. import __version__, backends
+from ..compiler.lower import lower
+from ..compiler.plan import PlanRunner
 from ..hal.interfaces import IDevice, IPreparedModelCallback
 from ..hal.types import (
     DeviceStatus,
@@ -50,7 +51,8 @@ class Device(IDevice):
 
     def __init__(self, backend: str = "numpy", name: str | None = None):
         load_all()
-        self.backend_name = resolve_backend(backend)
+        self.backend_name = backends.resolve(backend)
+        self.backend = backends.create(self.backend_name)
         self.name = name or f"nngpu-{backend}"
         self._perf = PerformanceInfo(1.0, 1.0)
         self._buffers = BufferTable()
@@ -72,10 +74,11 @@ class Device(IDevice):
         return DeviceStatus.AVAILABLE
 
     def getVersionString(self):
-        return ErrorStatus.NONE, f"nngpu {__version__} ({self.backend_name})"
+        where = f": {self.backend.description}" if self.backend else ""
+        return ErrorStatus.NONE, f"nngpu {__version__} ({self.backend_name}{where})"
 
     def getType(self):
-        return ErrorStatus.NONE, DeviceType.CPU
+        return ErrorStatus.NONE, self.backend.device_type if self.backend else DeviceType.CPU
 
     def getSupportedExtensions(self):
         return ErrorStatus.NONE, []
@@ -162,7 +165,7 @@ class Device(IDevice):
                 _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
                 return
             try:
-                prepared = PreparedModel(GraphRunner(m, version), self._resolve_token)
+                prepared = PreparedModel(self._compile(GraphRunner(m, version)), self._resolve_token)
             except Exception:
                 log.exception("prepareModel failed")
                 _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
@@ -171,6 +174,19 @@ class Device(IDevice):
 
         _PREPARE_POOL.submit(work)
         return ErrorStatus.NONE
+
+    def _compile(self, runner: GraphRunner):
+        """The device plan of a model on a GPU backend, or the reference runner itself."""
+        if self.backend is None:
+            return runner
+        spec = lower(runner, self.backend.dialect)
+        if spec is None:
+            log.info("model runs on the host reference: shapes are not static")
+            return runner
+        plan = PlanRunner(runner, spec, self.backend)
+        log.info("model compiled: %d operations in %d kernels, %d on the host",
+                 plan.device_ops, len(spec.kernels), plan.host_ops)
+        return plan
 
     def prepareModel(self, model, callback):
         return self._prepare(model, HalVersion.V1_0, callback)
@@ -205,19 +221,6 @@ class Device(IDevice):
             return ErrorStatus.INVALID_ARGUMENT, None, 0
         buffer = self._buffers.add(lambda token: DeviceBuffer(token, plan.operand, plan.dims, plan.roles))
         return ErrorStatus.NONE, buffer, buffer.token
-
-
-BACKENDS = ("numpy",)
-
-
-def resolve_backend(name: str) -> str:
-    """"auto" (or $NNGPU_BACKEND) → the best backend available here; unknown names are errors."""
-    name = os.environ.get("NNGPU_BACKEND", name) if name == "auto" else name
-    if name == "auto":
-        return BACKENDS[0]
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
-    return name
 
 
 def _copy_graphs(m: Model_1_3) -> Model_1_3:

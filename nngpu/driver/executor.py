@@ -51,33 +51,48 @@ class GraphRunner:
             deadline_ns: int | None = None) -> list[np.ndarray]:
         """Run subgraph `graph_index` (0 = main) on its input values; return its outputs.
         `deadline_ns` (time.monotonic_ns) bounds WHILE loops."""
+        values = self.trace(inputs, graph_index, deadline_ns)
+        return [values[idx] for idx in self.graphs[graph_index].outputIndexes]
+
+    def trace(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0,
+              deadline_ns: int | None = None) -> dict[int, np.ndarray | None]:
+        """Run a subgraph and return the value of every operand it computed or read."""
         graph = self.graphs[graph_index]
         values: dict[int, np.ndarray | None] = dict(self._constants[graph_index])
         for idx, value in zip(graph.inputIndexes, inputs):
             values[idx] = value
-        for k, op in enumerate(graph.operations):
-            spec = lookup(op.type)
-            if spec is None:
-                raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: no kernel for {op.type}")
-            ctx = OpContext(op, graph.operands, [values.get(i) for i in op.inputs], self.relaxed,
-                            self.version, self.model.referenced,
-                            lambda ref, ins: self.run(ins, ref + 1, deadline_ns), deadline_ns)
-            try:
-                outs = spec.reference(ctx)
-            except OpError as e:
-                raise ExecutionError(ErrorStatus(e.status or ErrorStatus.GENERAL_FAILURE),
-                                     f"operation {k} ({spec.type.name}): {e}") from e
-            except ExecutionError:
-                raise
-            except Exception as e:  # a kernel bug must not escape a HAL method
-                log.exception("operation %d (%s) raised", k, spec.type.name)
-                raise ExecutionError(ErrorStatus.GENERAL_FAILURE,
-                                     f"operation {k} ({spec.type.name}): {type(e).__name__}: {e}") from e
-            if len(outs) != len(op.outputs):
-                raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: wrong output count")
-            for idx, value in zip(op.outputs, outs):
-                values[idx] = self._conform(k, graph, idx, value)
-        return [values[idx] for idx in graph.outputIndexes]
+        for k in range(len(graph.operations)):
+            outs = self.run_operation(k, [values.get(i) for i in graph.operations[k].inputs], graph_index, deadline_ns)
+            values.update(zip(graph.operations[k].outputs, outs))
+        return values
+
+    def constant(self, operand_index: int, graph_index: int = 0) -> np.ndarray | None:
+        return self._constants[graph_index].get(operand_index)
+
+    def run_operation(self, k: int, inputs: list[np.ndarray | None], graph_index: int = 0,
+                      deadline_ns: int | None = None) -> list[np.ndarray]:
+        """Operation k of a subgraph on the given input values (constants included)."""
+        graph = self.graphs[graph_index]
+        op = graph.operations[k]
+        spec = lookup(op.type)
+        if spec is None:
+            raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: no kernel for {op.type}")
+        ctx = OpContext(op, graph.operands, inputs, self.relaxed, self.version, self.model.referenced,
+                        lambda ref, ins: self.run(ins, ref + 1, deadline_ns), deadline_ns)
+        try:
+            outs = spec.reference(ctx)
+        except OpError as e:
+            raise ExecutionError(ErrorStatus(e.status or ErrorStatus.GENERAL_FAILURE),
+                                 f"operation {k} ({spec.type.name}): {e}") from e
+        except ExecutionError:
+            raise
+        except Exception as e:  # a kernel bug must not escape a HAL method
+            log.exception("operation %d (%s) raised", k, spec.type.name)
+            raise ExecutionError(ErrorStatus.GENERAL_FAILURE,
+                                 f"operation {k} ({spec.type.name}): {type(e).__name__}: {e}") from e
+        if len(outs) != len(op.outputs):
+            raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: wrong output count")
+        return [self._conform(k, graph, idx, value) for idx, value in zip(op.outputs, outs)]
 
     @staticmethod
     def _conform(k: int, graph: Subgraph, idx: int, value: np.ndarray) -> np.ndarray:

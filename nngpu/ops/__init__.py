@@ -3,19 +3,20 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 
 _loaded = False
-
-# Modules here that are helpers, not op families.
-_NOT_FAMILIES = {"registry", "dtypes", "quant", "common"}
+_lock = threading.Lock()
 
 
 def load_all() -> None:
-    """Import every op family module once (they register themselves)."""
+    """Import every module here once: op families register themselves, helper modules
+    (registry, dtypes, quant, *_common, *_utils) register nothing."""
     global _loaded
-    if _loaded:
-        return
-    for info in pkgutil.iter_modules(__path__):
-        if info.name not in _NOT_FAMILIES and not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
-    _loaded = True
+    with _lock:
+        if _loaded:
+            return
+        for info in pkgutil.iter_modules(__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True

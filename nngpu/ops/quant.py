@@ -19,8 +19,9 @@ INT32_MAX = (1 << 31) - 1
 
 
 def round_half_away(x):
-    """std::round: halves away from zero (numpy's round is half-to-even)."""
-    x = np.asarray(x)
+    """std::round: halves away from zero (numpy's round is half-to-even). Computed in float64:
+    in float32, |x| + 0.5 itself can round up (0.49999997 would give 1)."""
+    x = np.asarray(x, dtype=np.float64)
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 

@@ -1,0 +1,38 @@
+"""Backends: numpy (the reference executor), opencl (pyopencl), cuda (CuPy + NVRTC)."""
+from __future__ import annotations
+
+import os
+
+from .base import Backend
+
+NAMES = ("numpy", "opencl", "cuda")
+
+
+def resolve(name: str) -> str:
+    """"auto" (or $NNGPU_BACKEND): CUDA when CuPy sees a GPU, else an OpenCL GPU, else an
+    OpenCL CPU device, else numpy. Unknown names raise ValueError."""
+    if name == "auto":
+        name = os.environ.get("NNGPU_BACKEND", "auto")
+    if name == "auto":
+        from . import cuda, opencl
+
+        if cuda.available():
+            return "cuda"
+        any_cl, gpu_cl = opencl.available()
+        return "opencl" if any_cl else "numpy"
+    if name not in NAMES:
+        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(NAMES)} or auto")
+    return name
+
+
+def create(name: str) -> Backend | None:
+    """The backend object for a resolved name (None for numpy, which needs no device)."""
+    if name == "numpy":
+        return None
+    if name == "opencl":
+        from .opencl import OpenCLBackend
+
+        return OpenCLBackend()
+    from .cuda import CudaBackend
+
+    return CudaBackend()

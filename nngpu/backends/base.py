@@ -1,0 +1,63 @@
+"""The backend protocol: device buffers, copies, kernel compilation (disk-cached) and launch.
+
+A backend knows nothing about models: the compiler hands it C source and launch sizes. Buffers
+are opaque handles; `upload` / `download` move bytes between them and host numpy arrays (views
+of shared-memory pools, so a pool is copied once, with no staging copy in between)."""
+from __future__ import annotations
+
+import hashlib
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..hal.types import DeviceType
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(base) / "nngpu"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+class Backend(ABC):
+    name: str
+    dialect: str            # "opencl" | "cuda": which C the renderer writes for it
+    device_type: DeviceType
+    description: str
+
+    @abstractmethod
+    def alloc(self, nbytes: int) -> Any: ...
+
+    @abstractmethod
+    def free(self, buf: Any) -> None: ...
+
+    @abstractmethod
+    def upload(self, buf: Any, host: np.ndarray) -> None: ...
+
+    @abstractmethod
+    def download(self, buf: Any, host: np.ndarray) -> None: ...
+
+    @abstractmethod
+    def compile(self, source: str, name: str, options: tuple[str, ...] = ()) -> Any: ...
+
+    @abstractmethod
+    def launch(self, kernel: Any, global_size: int, args: list[Any], local_size: int | None = None) -> None: ...
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    def scalar_arg(self, value: int | float, kind: str) -> Any:
+        """A kernel scalar argument: kind "i32" or "f32"."""
+        return np.int32(value) if kind == "i32" else np.float32(value)

@@ -1,0 +1,94 @@
+"""OpenCL backend (pyopencl): the first GPU platform device, else a CPU device (e.g. PoCL)."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..hal.types import DeviceType
+from .base import Backend, cache_dir, cache_key
+
+log = logging.getLogger("nngpu.backends.opencl")
+
+
+def _pick_device(cl):
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    if not devices:
+        raise RuntimeError("no OpenCL device")
+    gpus = [d for d in devices if d.type & cl.device_type.GPU]
+    return (gpus or devices)[0]
+
+
+def available() -> tuple[bool, bool]:
+    """(any OpenCL device, a GPU one) — False, False when pyopencl is missing."""
+    try:
+        import pyopencl as cl
+
+        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except Exception:
+        return False, False
+    return bool(devices), any(d.type & cl.device_type.GPU for d in devices)
+
+
+class OpenCLBackend(Backend):
+    name = "opencl"
+    dialect = "opencl"
+
+    def __init__(self) -> None:
+        import pyopencl as cl
+
+        self.cl = cl
+        self.device = _pick_device(cl)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context)
+        self.device_type = DeviceType.GPU if self.device.type & cl.device_type.GPU else DeviceType.CPU
+        self.description = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
+        self._kernels: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def alloc(self, nbytes: int):
+        return self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, size=max(int(nbytes), 4))
+
+    def free(self, buf) -> None:
+        buf.release()
+
+    def upload(self, buf, host: np.ndarray) -> None:
+        if host.nbytes:
+            self.cl.enqueue_copy(self.queue, buf, np.ascontiguousarray(host), is_blocking=False)
+
+    def download(self, buf, host: np.ndarray) -> None:
+        if host.nbytes:
+            self.cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
+
+    def compile(self, source: str, name: str, options: tuple[str, ...] = ()):
+        key = cache_key("opencl", self.device.name, self.device.platform.version, self.device.driver_version,
+                        " ".join(options), source)
+        with self._lock:
+            if key in self._kernels:
+                return self._kernels[key]
+            path = cache_dir() / f"{key}.clbin"
+            program = None
+            if path.exists():
+                try:
+                    program = self.cl.Program(self.context, [self.device], [path.read_bytes()]).build(list(options))
+                except Exception:  # a stale or foreign binary: rebuild from source
+                    program = None
+            if program is None:
+                program = self.cl.Program(self.context, source).build(list(options))
+                try:
+                    path.write_bytes(program.get_info(self.cl.program_info.BINARIES)[0])
+                except OSError:
+                    log.warning("cannot write kernel cache %s", path)
+            kernel = getattr(program, name)
+            self._kernels[key] = kernel
+            return kernel
+
+    def launch(self, kernel, global_size: int, args: list, local_size: int | None = None) -> None:
+        if global_size <= 0:
+            return
+        kernel(self.queue, (int(global_size),), None if local_size is None else (int(local_size),), *args)
+
+    def synchronize(self) -> None:
+        self.queue.finish()

@@ -1,0 +1,196 @@
+"""Model → PlanSpec: shapes, fusion groups, generated kernel sources and a buffer plan.
+
+The spec is backend-independent (it names a dialect, not a device): the runner compiles it on a
+backend, and the NVRTC test renders it for CUDA without a GPU. Models whose shapes are not static
+(unknown input extents, shapes that depend on input values, control flow) get no spec and run on
+the host reference."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..driver.executor import GraphRunner
+from ..hal.types import OperandLifeTime, OperationType
+from ..modelutil import fully_specified
+from ..ops.dtypes import dtype_of, is_tensor
+from ..ops.registry import OpContext
+from . import templates
+from .elementwise import expression
+from .fusion import Group, fuse
+from .memory_plan import plan_buffers
+from .render import C_TYPES, DIALECTS, coordinates, index_expr
+
+log = logging.getLogger("nngpu.compiler")
+
+_CONTROL_FLOW = {OperationType.IF, OperationType.WHILE}
+
+
+@dataclass
+class KernelStep:
+    name: str
+    source: str
+    global_size: int
+    args: list[int]                  # operand indexes, in parameter order
+    ops: list[int]                   # operation indexes it computes
+    kind: str = "elementwise"
+
+
+@dataclass
+class HostStep:
+    op: int                          # operation index, run by the reference kernel
+    inputs: list[int]
+    outputs: list[int]
+
+
+@dataclass
+class PlanSpec:
+    dialect: str
+    shapes: dict[int, tuple[int, ...]]        # every tensor operand's static shape
+    steps: list[KernelStep | HostStep]
+    device_tensors: set[int]                  # operands that live in device buffers
+    constants: list[int]                      # device tensors uploaded once at prepare
+    buffer_of: dict[int, int] = field(default_factory=dict)   # operand → buffer slot
+    slot_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def kernels(self) -> list[KernelStep]:
+        return [s for s in self.steps if isinstance(s, KernelStep)]
+
+    def counts(self) -> tuple[int, int]:
+        """(operations computed by device kernels, operations run on the host)."""
+        device = sum(len(s.ops) for s in self.kernels)
+        return device, sum(1 for s in self.steps if isinstance(s, HostStep))
+
+
+def _dummy_inputs(runner: GraphRunner, fill: int) -> list[np.ndarray] | None:
+    out = []
+    for idx in runner.model.main.inputIndexes:
+        operand = runner.model.main.operands[idx]
+        if not fully_specified(operand.type, operand.dimensions):
+            return None
+        shape = tuple(operand.dimensions) if is_tensor(operand.type) else ()
+        out.append(np.full(shape, fill, dtype=dtype_of(operand.type)))
+    return out
+
+
+def static_shapes(runner: GraphRunner) -> dict[int, tuple[int, ...]] | None:
+    """Every operand's shape, when two dummy runs (zeros, ones) agree; else None."""
+    traces = []
+    for fill in (0, 1):
+        inputs = _dummy_inputs(runner, fill)
+        if inputs is None:
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                traces.append(runner.trace(inputs))
+        except Exception as e:  # values that only make sense at run time: no static plan
+            log.info("no static shapes: dummy run failed: %s", e)
+            return None
+    a, b = traces
+    shapes = {}
+    for idx, v in a.items():
+        if v is None:
+            continue
+        if b.get(idx) is None or b[idx].shape != v.shape:
+            return None
+        shapes[idx] = tuple(v.shape)
+    return shapes
+
+
+def _context(runner: GraphRunner, k: int) -> OpContext:
+    graph = runner.model.main
+    op = graph.operations[k]
+    return OpContext(op, graph.operands, [runner.constant(i) for i in op.inputs], runner.relaxed)
+
+
+def lower(runner: GraphRunner, dialect: str) -> PlanSpec | None:
+    """The plan of a prepared model for `dialect`, or None when it must run on the host."""
+    graph = runner.model.main
+    if any(op.type in _CONTROL_FLOW for op in graph.operations):
+        return None
+    shapes = static_shapes(runner)
+    if shapes is None:
+        return None
+    d = DIALECTS[dialect]
+    exprs = {}
+    heavy = {}
+    for k in range(len(graph.operations)):
+        ctx = _context(runner, k)
+        e = expression(ctx)
+        if e is not None and all(graph.operands[o].type in C_TYPES for o in graph.operations[k].outputs):
+            exprs[k] = e
+            continue
+        t = templates.match(ctx, shapes)
+        if t is not None:
+            heavy[k] = t
+    groups = fuse(graph, exprs, heavy, shapes)
+    steps: list[KernelStep | HostStep] = []
+    device_tensors: set[int] = set()
+    for item in groups:
+        if isinstance(item, Group):
+            step = _render_group(d, graph, item, exprs, heavy, shapes)
+            steps.append(step)
+            device_tensors.update(step.args)
+        else:
+            op = graph.operations[item]
+            steps.append(HostStep(item, list(op.inputs), list(op.outputs)))
+    constants = sorted(i for i in device_tensors
+                       if graph.operands[i].lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE))
+    spec = PlanSpec(dialect, shapes, steps, device_tensors, constants)
+    plan_buffers(spec, graph)
+    return spec
+
+
+def _render_group(d, graph, group: Group, exprs, heavy, shapes) -> KernelStep:
+    """One kernel for a fusion group: an optional heavy head (conv, pool, ...) computing the
+    first value, then the elementwise chain applied to it, stored once."""
+    out_idx = group.output
+    out_shape = shapes[out_idx]
+    params: list[int] = []           # external tensors read, in parameter order
+    names: dict[int, str] = {}
+
+    def param(operand_index: int) -> str:
+        if operand_index not in names:
+            names[operand_index] = f"in{len(params)}"
+            params.append(operand_index)
+        return names[operand_index]
+
+    body: list[str] = []
+    values: dict[int, str] = {}      # operand → C variable holding its value at this element
+    head = None
+    if group.head is not None:
+        head = heavy[group.head]
+        op = graph.operations[group.head]
+        pnames = [param(i) for i in head.tensor_inputs]
+        body.extend(head.body(pnames, d))
+        values[op.outputs[0]] = "acc"
+    for n, k in enumerate(group.ops):
+        op = graph.operations[k]
+        positions, fn = exprs[k]
+        args = []
+        for p in positions:
+            idx = op.inputs[p]
+            if idx in values:
+                args.append(values[idx])
+            else:
+                ctype = C_TYPES[graph.operands[idx].type]
+                src = index_expr(shapes[idx], out_shape)
+                args.append(d.load(ctype, param(idx), src))
+        var = f"t{n}"
+        body.append(f"{d.compute_type(C_TYPES[graph.operands[op.outputs[0]].type])} {var} = {fn(args)};")
+        values[op.outputs[0]] = var
+    out_ctype = C_TYPES[graph.operands[out_idx].type]
+    name = f"nn_{'_'.join(graph.operations[k].type.name.lower() for k in group.all_ops)[:60]}_{group.all_ops[0]}"
+    sig = [d.param(C_TYPES[graph.operands[i].type], names[i], True) for i in params]
+    sig.append(d.param(out_ctype, "out", False))
+    size = int(np.prod(out_shape)) if out_shape else 1
+    lines = [d.prelude, templates.helpers(d), f"{d.kernel} {name}({', '.join(sig)}) {{",
+             f"    long i = {d.gid};", f"    if (i >= {size}) return;"]
+    lines += ["    " + s for s in coordinates(out_shape)]
+    lines += ["    " + s for s in body]
+    lines.append("    " + d.store(out_ctype, "out", "i", values[out_idx]))
+    lines.append("}")
+    return KernelStep(name, "\n".join(lines) + "\n", size, params + [out_idx], group.all_ops,
+                      "fused" if len(group.all_ops) > 1 else (head.kind if head else "elementwise"))

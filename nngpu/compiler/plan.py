@@ -1,0 +1,105 @@
+"""Executes a PlanSpec on a backend: constants uploaded once, kernels compiled and warmed up at
+prepare, intermediates kept on the device. Operations without a device kernel run on the host
+reference with an explicit, logged device↔host transfer, counted in `transfers`."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from ..driver.executor import GraphRunner
+from ..ops.dtypes import dtype_of
+from .lower import HostStep, KernelStep, PlanSpec
+
+log = logging.getLogger("nngpu.plan")
+
+
+class PlanRunner:
+    """Same interface as GraphRunner (model, run), backed by device kernels."""
+
+    def __init__(self, reference: GraphRunner, spec: PlanSpec, backend):
+        self.reference = reference
+        self.model = reference.model
+        self.version = reference.version
+        self.relaxed = reference.relaxed
+        self.spec = spec
+        self.backend = backend
+        self.graph = reference.model.main
+        self._lock = threading.Lock()  # executions share the planned buffers
+        self.transfers = 0
+        self.device_ops, self.host_ops = spec.counts()
+        self._slots = [backend.alloc(n) for n in spec.slot_sizes]
+        self._kernels = {id(s): backend.compile(s.source, s.name) for s in spec.kernels}
+        for idx in spec.constants:
+            backend.upload(self._buf(idx), np.ascontiguousarray(reference.constant(idx)))
+        self._input_shapes = [spec.shapes.get(i) for i in self.graph.inputIndexes]
+        self._warm_up()
+
+    def _buf(self, idx: int):
+        return self._slots[self.spec.buffer_of[idx]]
+
+    def _warm_up(self) -> None:
+        inputs = [np.zeros(s, dtype=dtype_of(self.graph.operands[i].type))
+                  for i, s in zip(self.graph.inputIndexes, self._input_shapes)]
+        with np.errstate(all="ignore"):
+            self.run(inputs)
+        self.transfers = 0
+
+    def _matches_plan(self, inputs: Sequence[np.ndarray | None]) -> bool:
+        return all(v is not None and tuple(v.shape) == s for v, s in zip(inputs, self._input_shapes))
+
+    def trace(self, inputs, graph_index: int = 0, deadline_ns: int | None = None):
+        return self.reference.trace(inputs, graph_index, deadline_ns)
+
+    def run(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0,
+            deadline_ns: int | None = None) -> list[np.ndarray]:
+        if graph_index != 0 or not self._matches_plan(inputs):
+            return self.reference.run(inputs, graph_index, deadline_ns)  # shapes the plan was not built for
+        with self._lock:
+            return self._run(inputs)
+
+    def _run(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        spec, backend = self.spec, self.backend
+        host: dict[int, np.ndarray] = {}
+        for idx, value in zip(self.graph.inputIndexes, inputs):
+            host[idx] = value
+            if idx in spec.device_tensors:
+                backend.upload(self._buf(idx), value)
+        for step in spec.steps:
+            if isinstance(step, KernelStep):
+                backend.launch(self._kernels[id(step)], step.global_size, [self._buf(i) for i in step.args])
+            else:
+                self._host_step(step, host)
+        outputs = []
+        for idx in self.graph.outputIndexes:
+            if idx not in host:
+                arr = np.empty(spec.shapes[idx], dtype=dtype_of(self.graph.operands[idx].type))
+                backend.download(self._buf(idx), arr)
+                host[idx] = arr
+            outputs.append(host[idx])
+        backend.synchronize()
+        return outputs
+
+    def _host_step(self, step: HostStep, host: dict[int, np.ndarray]) -> None:
+        values = []
+        for idx in step.inputs:
+            if idx not in host:
+                const = self.reference.constant(idx)
+                if const is not None or idx not in self.spec.device_tensors:
+                    values.append(const)
+                    continue
+                arr = np.empty(self.spec.shapes[idx], dtype=dtype_of(self.graph.operands[idx].type))
+                self.backend.download(self._buf(idx), arr)
+                self.transfers += 1
+                log.debug("operation %d: device→host transfer of operand %d", step.op, idx)
+                host[idx] = arr
+            values.append(host[idx])
+        outs = self.reference.run_operation(step.op, values)
+        for idx, value in zip(step.outputs, outs):
+            host[idx] = value
+            if idx in self.spec.device_tensors:
+                self.backend.upload(self._buf(idx), np.ascontiguousarray(value))
+                self.transfers += 1
+                log.debug("operation %d: host→device transfer of operand %d", step.op, idx)

@@ -1,0 +1,150 @@
+"""Kernels that are not elementwise: convolutions, fully connected, pooling.
+
+Each template computes the value `acc` of one output element at coordinates c0..c3 (bias and
+fused activation included), so the fusion pass can append an elementwise epilogue before the
+single store. Parameters (geometry, strides, padding) are baked into the source: prepared
+models have static shapes, and the source is the cache key."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..hal.types import OperandType as T
+from ..hal.types import OperationType as Op
+from ..ops.conv_common import resolve_window
+from ..ops.registry import OpContext, OpError
+from .render import C_TYPES, Dialect
+
+FLOATS = {T.TENSOR_FLOAT32, T.TENSOR_FLOAT16}
+
+
+@dataclass
+class Template:
+    kind: str
+    tensor_inputs: list[int]                       # operand indexes, in parameter order
+    body: Callable[[list[str], Dialect], list[str]]  # C lines leaving `float acc`
+
+
+def helpers(d: Dialect) -> str:
+    return ""
+
+
+def _act(code: int) -> str:
+    return {0: "", 1: "acc = fmax(acc, 0.0f);", 2: "acc = fmin(fmax(acc, -1.0f), 1.0f);",
+            3: "acc = fmin(fmax(acc, 0.0f), 6.0f);"}[code]
+
+
+def _floats(ctx: OpContext, positions) -> bool:
+    return all(ctx.in_operand(p).type in FLOATS for p in positions) and ctx.out_operand(0).type in FLOATS
+
+
+def _conv(ctx: OpContext, shapes, depthwise: bool) -> Template | None:
+    from ..ops import conv
+
+    if not _floats(ctx, (0, 1, 2)):
+        return None
+    p = (conv._depthwise_params if depthwise else conv._conv_params)(ctx)
+    if p.nchw:
+        return None
+    op = ctx.operation
+    x, f, b = op.inputs[:3]
+    n, h, w, c = shapes[x]
+    _, kh, kw, fc = shapes[f]
+    on, oh, ow, oc = shapes[op.outputs[0]]
+    win = resolve_window(p.pad, h, w, kh, kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w)
+    types = [C_TYPES[ctx.in_operand(i).type] for i in range(3)]
+    act = _act(p.activation)
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        X, F, B = names
+        ld = lambda k, ptr, idx: d.load(types[k], ptr, idx)  # noqa: E731
+        lines = [f"float acc = {ld(2, B, 'c3')};"]
+        lines.append(f"for (int kh = 0; kh < {kh}; ++kh) {{ int ih = (int)c1 * {win.stride_h} - {win.pad_top} + kh * {win.dil_h};"
+                     f" if (ih < 0 || ih >= {h}) continue;")
+        lines.append(f"  for (int kw = 0; kw < {kw}; ++kw) {{ int iw = (int)c2 * {win.stride_w} - {win.pad_left} + kw * {win.dil_w};"
+                     f" if (iw < 0 || iw >= {w}) continue;")
+        lines.append(f"    long xb = ((c0 * {h} + ih) * (long){w} + iw) * {c};")
+        if depthwise:
+            lines.append(f"    acc += {ld(0, X, f'xb + c3 / {oc // c}')} * {ld(1, F, f'(kh * {kw} + kw) * (long){fc} + c3')};")
+        else:
+            lines.append(f"    long fb = ((c3 * {kh} + kh) * (long){kw} + kw) * {c};")
+            lines.append(f"    for (int ic = 0; ic < {c}; ++ic) acc += {ld(0, X, 'xb + ic')} * {ld(1, F, 'fb + ic')};")
+        lines.append("  }")
+        lines.append("}")
+        if act:
+            lines.append(act)
+        return lines
+
+    return Template("depthwise_conv" if depthwise else "conv", [x, f, b], body)
+
+
+def _fully_connected(ctx: OpContext, shapes) -> Template | None:
+    if not _floats(ctx, (0, 1, 2)) or not ctx.is_constant(3):
+        return None
+    op = ctx.operation
+    x, wt, b = op.inputs[:3]
+    units, k = shapes[wt]
+    act = _act(int(ctx.scalar(3)))
+    types = [C_TYPES[ctx.in_operand(i).type] for i in range(3)]
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        X, W, B = names
+        lines = [f"float acc = {d.load(types[2], B, 'c1')};",
+                 f"for (int k = 0; k < {k}; ++k) acc += {d.load(types[0], X, f'c0 * {k} + k')} * "
+                 f"{d.load(types[1], W, f'c1 * {k} + k')};"]
+        return lines + ([act] if act else [])
+
+    return Template("fully_connected", [x, wt, b], body)
+
+
+def _pool(ctx: OpContext, shapes, kind: str) -> Template | None:
+    from ..ops import pooling
+
+    if not _floats(ctx, (0,)):
+        return None
+    p = pooling._params(ctx)
+    if p.nchw:
+        return None
+    x = ctx.operation.inputs[0]
+    n, h, w, c = shapes[x]
+    win = resolve_window(p.pad, h, w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
+    t = C_TYPES[ctx.in_operand(0).type]
+    act = _act(p.activation)
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        X = names[0]
+        v = d.load(t, X, f"((c0 * {h} + ih) * (long){w} + iw) * {c} + c3")
+        init = "0.0f" if kind == "avg" else "-3.402823466e+38f"
+        update = f"acc += {v}; ++count;" if kind == "avg" else f"acc = fmax(acc, {v});"
+        lines = [f"float acc = {init}; int count = 0;",
+                 f"for (int kh = 0; kh < {p.filter_h}; ++kh) {{ int ih = (int)c1 * {win.stride_h} - {win.pad_top} + kh;"
+                 f" if (ih < 0 || ih >= {h}) continue;",
+                 f"  for (int kw = 0; kw < {p.filter_w}; ++kw) {{ int iw = (int)c2 * {win.stride_w} - {win.pad_left} + kw;"
+                 f" if (iw < 0 || iw >= {w}) continue; {update} }}",
+                 "}"]
+        if kind == "avg":
+            lines.append("acc = count ? acc / (float)count : 0.0f;")
+        else:
+            lines.append("(void)count;")
+        return lines + ([act] if act else [])
+
+    return Template(f"{kind}_pool", [x], body)
+
+
+def match(ctx: OpContext, shapes) -> Template | None:
+    """The template computing this operation on the device, or None (host)."""
+    try:
+        op = ctx.operation.type
+        if op == Op.CONV_2D:
+            return _conv(ctx, shapes, depthwise=False)
+        if op == Op.DEPTHWISE_CONV_2D:
+            return _conv(ctx, shapes, depthwise=True)
+        if op == Op.FULLY_CONNECTED:
+            return _fully_connected(ctx, shapes)
+        if op == Op.AVERAGE_POOL_2D:
+            return _pool(ctx, shapes, "avg")
+        if op == Op.MAX_POOL_2D:
+            return _pool(ctx, shapes, "max")
+    except (OpError, KeyError, ValueError, TypeError, AttributeError):
+        return None  # parameters that are not compile-time constants: host
+    return None

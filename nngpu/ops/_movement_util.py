@@ -1,0 +1,128 @@
+"""Helpers shared by the shape / data-movement op families (not an op family itself).
+
+Type tables with the HAL version each operand type became legal, a signature for variadic
+operand lists (CONCATENATION's inputs, SPLIT's outputs), layout conversion and the checks the
+reference applies to shape-describing inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..hal.types import OperandType as T
+from .registry import HalVersion, OpContext, OpError, Signature
+
+V = HalVersion
+
+# (operand type, first HAL version that lists it) for the common tensor-type families.
+CORE4 = ((T.TENSOR_FLOAT32, V.V1_0), (T.TENSOR_QUANT8_ASYMM, V.V1_0),
+         (T.TENSOR_FLOAT16, V.V1_2), (T.TENSOR_QUANT8_ASYMM_SIGNED, V.V1_3))
+CORE4_I32 = CORE4 + ((T.TENSOR_INT32, V.V1_2),)
+QUANT8 = frozenset({T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED})
+
+
+def typed(table: Iterable[tuple[T, HalVersion]], op_version: HalVersion) -> list[tuple[T, HalVersion]]:
+    """Each type of `table` with the version it needs in an op introduced at `op_version`."""
+    return [(t, max(v, op_version)) for t, v in table]
+
+
+@dataclass(frozen=True)
+class Variadic(Signature):
+    """A signature with a run of one repeated operand type: `count_min`+ inputs of `in_repeat`
+    before `inputs` (CONCATENATION), or `count_min`+ outputs of `out_repeat` (SPLIT)."""
+
+    in_repeat: T | None = None
+    out_repeat: T | None = None
+    count_min: int = 1
+
+    def matches(self, in_types: Sequence[int], out_types: Sequence[int]) -> bool:
+        ins, outs = tuple(in_types), tuple(out_types)
+        if self.in_repeat is not None:
+            k = len(ins) - len(self.inputs)
+            if k < self.count_min or any(t != self.in_repeat for t in ins[:k]) or ins[k:] != self.inputs:
+                return False
+        elif ins != self.inputs:
+            return False
+        if self.out_repeat is not None:
+            return len(outs) >= self.count_min and all(t == self.out_repeat for t in outs)
+        return outs == self.outputs
+
+
+def check_rank(x: np.ndarray, lo: int = 0, hi: int = 4, what: str = "input") -> None:
+    if not lo <= x.ndim <= hi:
+        raise OpError(f"{what} rank {x.ndim} outside [{lo}, {hi}]")
+
+
+def int_vector(ctx: OpContext, i: int, length: int | None = None, what: str = "") -> np.ndarray:
+    """Input i as a 1-D int64 vector, checking its length when given."""
+    v = np.asarray(ctx.input(i))
+    if v.ndim != 1:
+        raise OpError(f"{what or f'input {i}'} must be 1-D, has rank {v.ndim}")
+    if length is not None and v.shape[0] != length:
+        raise OpError(f"{what or f'input {i}'} has {v.shape[0]} entries, expected {length}")
+    return v.astype(np.int64)
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    """An axis in [-rank, rank) as a non-negative index."""
+    if not -rank <= axis < rank:
+        raise OpError(f"axis {axis} outside [-{rank}, {rank})")
+    return axis + rank if axis < 0 else axis
+
+
+def nchw_flag(ctx: OpContext, i: int) -> bool:
+    return bool(ctx.scalar(i, False))
+
+
+def to_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
+    return x.transpose(0, 2, 3, 1) if nchw else x
+
+
+def from_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2) if nchw else x)
+
+
+def zero_value(ctx: OpContext, i: int = 0):
+    """The value that represents real 0 in input i: its zeroPoint for quantized tensors."""
+    operand = ctx.in_operand(i)
+    return operand.zeroPoint if operand.type in QUANT8 else 0
+
+
+def same_quant(ctx: OpContext, in_idx: int = 0, out_idx: int = 0) -> None:
+    """Model rule: a quantized output keeps its input's scale and zeroPoint."""
+    a, b = ctx.in_operand(in_idx), ctx.out_operand(out_idx)
+    if a.type in QUANT8 and (a.scale != b.scale or a.zeroPoint != b.zeroPoint):
+        raise OpError(f"output {out_idx} scale/zeroPoint ({b.scale}, {b.zeroPoint}) differ from "
+                      f"input {in_idx} ({a.scale}, {a.zeroPoint})")
+
+
+def known_rank(ctx: OpContext, i: int) -> int | None:
+    """The model's rank of input i, or None when its dimensions are not given."""
+    dims = ctx.in_operand(i).dimensions
+    return len(dims) if dims else None
+
+
+def nonzero_quant8_offset_needs_v1_2(ctx: OpContext) -> None:
+    """PAD / SPACE_TO_BATCH_ND: before 1.2 a TENSOR_QUANT8_ASYMM input had to have zeroPoint 0
+    (the pad value was undefined otherwise); validation retries at later versions."""
+    operand = ctx.in_operand(0)
+    if operand.type == T.TENSOR_QUANT8_ASYMM and operand.zeroPoint != 0 and ctx.version < V.V1_2:
+        raise OpError("a quant8 input with a non-zero zeroPoint needs HAL 1.2")
+
+
+def rules(in_idx: int = 0, outputs: int | None = 1, max_rank: int | None = 4, min_rank: int = 0,
+          extra: Callable[[OpContext], None] | None = None):
+    """A `validate` for the rules these ops share: every quantized output (all outputs when
+    `outputs` is None) keeps input `in_idx`'s scale and zeroPoint, and input 0's rank, when the
+    model gives it, lies in [min_rank, max_rank]; `extra` adds an op's own rule."""
+    def validate(ctx: OpContext) -> None:
+        rank = known_rank(ctx, 0)
+        if rank is not None and (rank < min_rank or (max_rank is not None and rank > max_rank)):
+            raise OpError(f"input rank {rank} outside [{min_rank}, {max_rank}]")
+        for k in range(ctx.num_outputs if outputs is None else outputs):
+            same_quant(ctx, in_idx, k)
+        if extra is not None:
+            extra(ctx)
+    return validate

@@ -1,0 +1,60 @@
+"""Table lookups: EMBEDDING_LOOKUP (rows by index) and HASHTABLE_LOOKUP (rows by sorted key)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..hal.types import OperandType as T
+from ..hal.types import OperationType as Op
+from ._movement_util import V, int_vector, same_quant
+from .registry import OpContext, OpError, OpSpec, register, sig
+
+
+def _values(ctx: OpContext, i: int) -> np.ndarray:
+    values = ctx.input(i)
+    if values.ndim < 2:
+        raise OpError(f"values must have rank 2 or more, has {values.ndim}")
+    return values
+
+
+def _embedding_lookup(ctx: OpContext) -> list[np.ndarray]:
+    lookups = int_vector(ctx, 0, what="lookups")
+    values = _values(ctx, 1)
+    if lookups.size and (lookups.min() < 0 or lookups.max() >= values.shape[0]):
+        raise OpError(f"lookup index out of [0, {values.shape[0]})")
+    return [values[lookups]]
+
+
+def _hashtable_lookup(ctx: OpContext) -> list[np.ndarray]:
+    lookups = int_vector(ctx, 0, what="lookups")
+    keys = int_vector(ctx, 1, what="keys")
+    values = _values(ctx, 2)
+    if keys.shape[0] != values.shape[0]:
+        raise OpError(f"{keys.shape[0]} keys for {values.shape[0]} value rows")
+    # Keys are sorted ascending (the reference binary-searches them); a miss gives a zero row.
+    pos = np.minimum(np.searchsorted(keys, lookups), max(keys.shape[0] - 1, 0))
+    hit = (keys[pos] == lookups) if keys.size else np.zeros(lookups.shape, dtype=bool)
+    out = np.zeros((lookups.shape[0],) + values.shape[1:], dtype=values.dtype)
+    out[hit] = values[pos[hit]]
+    return [out, hit.astype(np.uint8)]
+
+
+def _validate_embedding(ctx: OpContext) -> None:
+    same_quant(ctx, 1, 0)
+
+
+def _validate_hashtable(ctx: OpContext) -> None:
+    same_quant(ctx, 2, 0)
+    hits = ctx.out_operand(1)
+    if hits.scale != 1.0 or hits.zeroPoint != 0:
+        raise OpError("hits output must have scale 1 and zeroPoint 0")
+
+
+_EMBEDDING_TYPES = ((T.TENSOR_FLOAT32, V.V1_0), (T.TENSOR_INT32, V.V1_2), (T.TENSOR_QUANT8_ASYMM, V.V1_2),
+                    (T.TENSOR_FLOAT16, V.V1_3), (T.TENSOR_QUANT8_ASYMM_SIGNED, V.V1_3))
+register(OpSpec(Op.EMBEDDING_LOOKUP, [sig([T.TENSOR_INT32, t], [t], v) for t, v in _EMBEDDING_TYPES],
+                _embedding_lookup, _validate_embedding, lowering="movement"))
+
+register(OpSpec(Op.HASHTABLE_LOOKUP,
+                [sig([T.TENSOR_INT32, T.TENSOR_INT32, t], [t, T.TENSOR_QUANT8_ASYMM], V.V1_0)
+                 for t in (T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_QUANT8_ASYMM)],
+                _hashtable_lookup, _validate_hashtable, lowering="host"))

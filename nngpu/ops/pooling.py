@@ -1,0 +1,139 @@
+"""AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D.
+
+Windows only count taps inside the image (padding is excluded from averages, as in the
+reference). Quantized average pooling divides the integer sum with rounding half away from
+zero; max pooling is exact in any type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hal.types import OperationType as Op
+from .conv_common import (
+    BOOL,
+    F16,
+    F32,
+    I32,
+    Q8,
+    S8,
+    Padding,
+    bool_arg,
+    check_activation,
+    check_explicit_pads,
+    check_padding_below_filter,
+    check_steps,
+    from_nhwc,
+    int_arg,
+    is_quant,
+    optional_forms,
+    output_hw,
+    patches,
+    read_padding,
+    resolve_window,
+    to_nhwc,
+    window_valid_mask,
+)
+from .quant import activation_range_quant, apply_activation_float
+from .registry import HalVersion, OpContext, OpError, OpSpec, register, sig
+
+
+@dataclass
+class PoolParams:
+    pad: Padding
+    stride_w: int
+    stride_h: int
+    filter_w: int
+    filter_h: int
+    activation: int
+    nchw: bool
+
+
+def _params(ctx: OpContext) -> PoolParams:
+    pad, k = read_padding(ctx, 1, ctx.num_inputs >= 10)
+    p = PoolParams(pad, int_arg(ctx, k), int_arg(ctx, k + 1), int_arg(ctx, k + 2), int_arg(ctx, k + 3),
+                   check_activation(int_arg(ctx, k + 4)), bool_arg(ctx, k + 5))
+    if p.filter_w <= 0 or p.filter_h <= 0:
+        raise OpError(f"filter size must be positive, got {p.filter_w}x{p.filter_h}")
+    check_steps(p.stride_h, p.stride_w)
+    check_explicit_pads(p.pad)
+    return p
+
+
+def _windows(ctx: OpContext, fill):
+    """Common setup: params, NHWC input, im2col windows [N,OH,OW,KH,KW,C] and validity mask."""
+    p = _params(ctx)
+    x = to_nhwc(ctx.input(0), p.nchw)
+    n, h, w, c = x.shape
+    if h <= 0 or w <= 0 or c <= 0:
+        raise OpError("only the batch dimension may be zero")
+    win = resolve_window(p.pad, h, w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
+    check_padding_below_filter(win, p.filter_h, p.filter_w)
+    oh, ow = output_hw(win, h, w, p.filter_h, p.filter_w)
+    cols = patches(x, win, p.filter_h, p.filter_w, oh, ow, fill=fill)
+    mask = window_valid_mask(win, h, w, p.filter_h, p.filter_w, oh, ow)
+    return p, cols, mask
+
+
+def _quant_clamp(ctx: OpContext, y: np.ndarray, activation: int) -> np.ndarray:
+    out = ctx.out_operand(0)
+    lo, hi = activation_range_quant(activation, out.scale, out.zeroPoint, out.type)
+    return np.clip(y, lo, hi)
+
+
+def _average(ctx: OpContext) -> list[np.ndarray]:
+    p, cols, mask = _windows(ctx, 0)
+    count = mask.sum(axis=(2, 3)).astype(np.int64)[None, :, :, None]   # [1,OH,OW,1], >= 1
+    if is_quant(ctx.in_operand(0).type):
+        total = cols.astype(np.int64).sum(axis=(3, 4))
+        # (sum ± count/2) / count with C truncation: rounds half away from zero.
+        half = count // 2
+        q = np.where(total >= 0, (total + half) // count, -((-total + half) // count))
+        y = _quant_clamp(ctx, q, p.activation)
+    else:
+        y = apply_activation_float(cols.astype(np.float64).sum(axis=(3, 4)) / count, p.activation)
+    return [from_nhwc(y, p.nchw)]
+
+
+def _max(ctx: OpContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    if np.issubdtype(x.dtype, np.floating):
+        fill = -np.inf
+    else:
+        fill = np.iinfo(x.dtype).min
+    p, cols, _ = _windows(ctx, fill)
+    y = cols.max(axis=(3, 4))
+    if is_quant(ctx.in_operand(0).type):
+        y = _quant_clamp(ctx, y.astype(np.int64), p.activation)
+    else:
+        y = apply_activation_float(y.astype(np.float64), p.activation)
+    return [from_nhwc(y, p.nchw)]
+
+
+def _l2(ctx: OpContext) -> list[np.ndarray]:
+    p, cols, mask = _windows(ctx, 0)
+    count = mask.sum(axis=(2, 3))[None, :, :, None]
+    sq = np.square(cols.astype(np.float64)).sum(axis=(3, 4))
+    return [from_nhwc(apply_activation_float(np.sqrt(sq / count), p.activation), p.nchw)]
+
+
+def _validate(ctx: OpContext) -> None:
+    rank = len(ctx.in_operand(0).dimensions)
+    if rank and rank != 4:
+        raise OpError("input must be 4-D")
+    if all(ctx.values[i] is not None or ctx.is_omitted(i) for i in range(1, ctx.num_inputs)):
+        _params(ctx)
+
+
+def _signatures(types: list[tuple]) -> list:
+    forms = (optional_forms([I32] * 9, HalVersion.V1_0, [[BOOL]])
+             + optional_forms([I32] * 6, HalVersion.V1_0, [[BOOL]]))
+    return [sig([t, *scalars], [t], max(tv, fv)) for t, tv in types for scalars, fv in forms]
+
+
+_ALL = [(F32, HalVersion.V1_0), (Q8, HalVersion.V1_0), (F16, HalVersion.V1_2), (S8, HalVersion.V1_3)]
+register(OpSpec(Op.AVERAGE_POOL_2D, _signatures(_ALL), _average, _validate, lowering="reduction"))
+register(OpSpec(Op.MAX_POOL_2D, _signatures(_ALL), _max, _validate, lowering="reduction"))
+register(OpSpec(Op.L2_POOL_2D, _signatures([(F32, HalVersion.V1_0), (F16, HalVersion.V1_2)]), _l2, _validate,
+                lowering="reduction"))

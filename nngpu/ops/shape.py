@@ -1,0 +1,90 @@
+"""Shape-only operations: RESHAPE, SQUEEZE, EXPAND_DIMS (the data is unchanged), RANK, FILL."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..hal.types import OperandType as T
+from ..hal.types import OperationType as Op
+from ._movement_util import CORE4, CORE4_I32, V, check_rank, int_vector, rules, typed
+from .registry import OpContext, OpError, OpSpec, register, sig
+
+
+def resolve_shape(n_elements: int, shape: np.ndarray) -> tuple[int, ...]:
+    """RESHAPE's target shape with its (at most one) -1 entry filled in."""
+    stretch = np.flatnonzero(shape == -1)
+    if len(stretch) > 1:
+        raise OpError("more than one -1 in the new shape")
+    if np.any((shape < 0) & (shape != -1)):
+        raise OpError(f"negative extent in new shape {shape.tolist()}")
+    dims = [int(d) for d in shape]
+    if len(stretch):
+        known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        if known == 0 or n_elements % known:
+            raise OpError(f"cannot infer -1 in {dims} for {n_elements} elements")
+        dims[int(stretch[0])] = n_elements // known
+    if int(np.prod(dims, dtype=np.int64)) != n_elements:
+        raise OpError(f"new shape {dims} does not hold {n_elements} elements")
+    return tuple(dims)
+
+
+def _reshape(ctx: OpContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    check_rank(x)
+    dims = resolve_shape(x.size, int_vector(ctx, 1, what="shape"))
+    if len(dims) > 4:
+        raise OpError(f"output rank {len(dims)} above 4")
+    return [x.reshape(dims)]
+
+
+def _squeeze(ctx: OpContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    check_rank(x)
+    if ctx.has_input(1):
+        axes = set()
+        for a in int_vector(ctx, 1, what="squeeze axes"):
+            a = int(a) + x.ndim if a < 0 else int(a)
+            if not 0 <= a < x.ndim or x.shape[a] != 1:
+                raise OpError(f"cannot squeeze axis {a} of shape {list(x.shape)}")
+            axes.add(a)
+    else:
+        axes = {a for a, d in enumerate(x.shape) if d == 1}
+    dims = [d for a, d in enumerate(x.shape) if a not in axes]
+    return [x.reshape(dims or [1])]  # the spec: squeezing every dimension gives shape [1]
+
+
+def _expand_dims(ctx: OpContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    axis = int(ctx.scalar(1))
+    if not -(x.ndim + 1) <= axis < x.ndim + 1:
+        raise OpError(f"axis {axis} outside [-{x.ndim + 1}, {x.ndim + 1})")
+    return [np.expand_dims(x, axis if axis >= 0 else axis + x.ndim + 1)]
+
+
+def _rank(ctx: OpContext) -> list[np.ndarray]:
+    return [np.asarray(ctx.input(0).ndim, dtype=np.int32)]
+
+
+def _fill(ctx: OpContext) -> list[np.ndarray]:
+    dims = int_vector(ctx, 0, what="shape")
+    if np.any(dims < 0):
+        raise OpError(f"negative extent in shape {dims.tolist()}")
+    return [np.full(tuple(int(d) for d in dims), ctx.input(1).reshape(()))]
+
+
+register(OpSpec(Op.RESHAPE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_0)],
+                _reshape, rules(), lowering="movement"))
+
+register(OpSpec(Op.SQUEEZE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
+                _squeeze, rules(), lowering="movement"))
+
+register(OpSpec(Op.EXPAND_DIMS, [sig([t, T.INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
+                _expand_dims, rules(max_rank=None, min_rank=1), lowering="movement"))
+
+_RANK_TYPES = (T.TENSOR_FLOAT16, T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_QUANT8_ASYMM,
+               T.TENSOR_QUANT16_SYMM, T.TENSOR_BOOL8, T.TENSOR_QUANT8_SYMM_PER_CHANNEL,
+               T.TENSOR_QUANT16_ASYMM, T.TENSOR_QUANT8_SYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
+register(OpSpec(Op.RANK, [sig([t], [T.INT32], V.V1_3) for t in _RANK_TYPES], _rank, lowering="host"))
+
+_FILL_TYPES = ((T.TENSOR_FLOAT16, T.FLOAT16), (T.TENSOR_FLOAT32, T.FLOAT32), (T.TENSOR_INT32, T.INT32))
+register(OpSpec(Op.FILL, [sig([T.TENSOR_INT32, s], [t], V.V1_3) for t, s in _FILL_TYPES],
+                _fill, lowering="elementwise"))
