@@ -56,6 +56,12 @@ def _cmd_run(args) -> int:
     return run_demo(args)
 
 
+def _cmd_kernels(args) -> int:
+    from .compiler.dump import dump_kernels
+
+    return dump_kernels(args.model, args.out, args.dialect, not args.no_fusion)
+
+
 def _cmd_info(args) -> int:
     from .driver.device import Device
     from .ops import load_all
@@ -94,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--burst", action="store_true", help="execute through a burst")
     r.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<index>.npy")
     r.set_defaults(func=_cmd_run)
+
+    g = sub.add_parser("kernels", help="write a model's generated kernels and fusion groups")
+    g.add_argument("model", help="a .tflite or corpus-format .json model")
+    g.add_argument("--out", default="nngpu-kernels", help="output folder")
+    g.add_argument("--dialect", choices=("opencl", "cuda"), default="opencl")
+    g.add_argument("--no-fusion", action="store_true")
+    g.set_defaults(func=_cmd_kernels)
 
     i = sub.add_parser("info", help="devices, capabilities and supported operations")
     i.add_argument("--backend", default="numpy")

@@ -39,3 +39,4 @@ def device():
     from nngpu.driver.device import Device
 
     return Device("numpy")
+

@@ -36,3 +36,10 @@ def create(name: str) -> Backend | None:
     from .cuda import CudaBackend
 
     return CudaBackend()
+
+
+def device_backends() -> list[str]:
+    """The GPU-path backends usable on this machine (OpenCL, e.g. PoCL on CI; CUDA on a GPU)."""
+    from . import cuda, opencl
+
+    return [name for name, ok in (("opencl", opencl.available()[0]), ("cuda", cuda.available())) if ok]

@@ -21,8 +21,9 @@ class Group:
         return ([self.head] if self.head is not None else []) + self.ops
 
 
-def fuse(graph: Subgraph, exprs: dict, heavy: dict, shapes: dict) -> list[Group | int]:
-    """Steps in execution order: Groups (device kernels) and bare op indexes (host)."""
+def fuse(graph: Subgraph, exprs: dict, heavy: dict, shapes: dict, enabled: bool = True) -> list[Group | int]:
+    """Steps in execution order: Groups (device kernels) and bare op indexes (host). With
+    `enabled` False every device operation gets a kernel of its own (the baseline)."""
     consumers = Counter(i for op in graph.operations for i in op.inputs)
     model_outputs = set(graph.outputIndexes)
     items: list[Group | int] = []
@@ -35,7 +36,7 @@ def fuse(graph: Subgraph, exprs: dict, heavy: dict, shapes: dict) -> list[Group 
             items.append(k)
             continue
         last = items[-1] if items else None
-        if isinstance(last, Group) and _extends(last, op, consumers, model_outputs, shapes):
+        if enabled and isinstance(last, Group) and _extends(last, op, consumers, model_outputs, shapes):
             last.ops.append(k)
             last.output = out
         else:

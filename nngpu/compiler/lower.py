@@ -105,7 +105,7 @@ def _context(runner: GraphRunner, k: int) -> OpContext:
     return OpContext(op, graph.operands, [runner.constant(i) for i in op.inputs], runner.relaxed)
 
 
-def lower(runner: GraphRunner, dialect: str) -> PlanSpec | None:
+def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec | None:
     """The plan of a prepared model for `dialect`, or None when it must run on the host."""
     graph = runner.model.main
     if any(op.type in _CONTROL_FLOW for op in graph.operations):
@@ -125,7 +125,7 @@ def lower(runner: GraphRunner, dialect: str) -> PlanSpec | None:
         t = templates.match(ctx, shapes)
         if t is not None:
             heavy[k] = t
-    groups = fuse(graph, exprs, heavy, shapes)
+    groups = fuse(graph, exprs, heavy, shapes, fuse_ops)
     steps: list[KernelStep | HostStep] = []
     device_tensors: set[int] = set()
     for item in groups:

@@ -3,6 +3,7 @@ answers through the callback exactly once, with the same status the call returne
 from __future__ import annotations
 
 import copy
+import os
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
@@ -49,8 +50,10 @@ def _notify(callback, version: int, status: ErrorStatus, prepared) -> None:
 class Device(IDevice):
     """An nngpu device on one backend ("numpy" is the reference; "auto" picks the best)."""
 
-    def __init__(self, backend: str = "numpy", name: str | None = None):
+    def __init__(self, backend: str = "numpy", name: str | None = None, fusion: bool | None = None):
         load_all()
+        # Fusion of elementwise chains and epilogues; NNGPU_FUSION=0 turns it off (for comparison).
+        self.fusion = fusion if fusion is not None else os.environ.get("NNGPU_FUSION", "1") != "0"
         self.backend_name = backends.resolve(backend)
         self.backend = backends.create(self.backend_name)
         self.name = name or f"nngpu-{backend}"
@@ -179,7 +182,7 @@ class Device(IDevice):
         """The device plan of a model on a GPU backend, or the reference runner itself."""
         if self.backend is None:
             return runner
-        spec = lower(runner, self.backend.dialect)
+        spec = lower(runner, self.backend.dialect, self.fusion)
         if spec is None:
             log.info("model runs on the host reference: shapes are not static")
             return runner

@@ -160,7 +160,7 @@ def lookup(op_type: int) -> OpSpec | None:
 
 def introduced_in(op_type: int) -> HalVersion:
     """The HAL version whose OperationType enum first lists `op_type`."""
-    if op_type < 29:
+    if op_type < 29 or op_type == OperationType.OEM_OPERATION:
         return HalVersion.V1_0
     if op_type < 38:
         return HalVersion.V1_1

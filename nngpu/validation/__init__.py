@@ -6,4 +6,5 @@ from .errors import ValidationError
 from .model import validate_model, validate_execution_preference, validate_priority
 from .request import validate_request
 
-__all__ = ["ValidationError", "validate_model", "validate_request", "validate_execution_preference", "validate_priority"]
+__all__ = ["ValidationError", "validate_model", "validate_request", "validate_execution_preference",
+           "validate_priority"]

@@ -1,0 +1,274 @@
+"""The client side of a burst: ExecutionBurstController owns the request and result FMQs of
+one IPreparedModel burst, gives every pool Memory a stable slot, and answers the driver's
+getMemories through its IBurstCallback.
+
+    with ExecutionBurstController.create(prepared) as burst:
+        status, output_shapes, timing = burst.compute(request, MeasureTiming.NO)
+
+Slots are keyed by object identity and hold the Memory weakly: once a Memory is garbage, its
+slot is released to the driver with IBurstContext.freeMemory before the next compute (or at
+once with forget()). Slot numbers are never reused within a burst, so a driver can never
+confuse a freed memory with a new one. `prepared` may be in this process or a proxy for a
+driver in another process (nngpu.service.burst_ipc); the controller only uses the HAL API.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import weakref
+from typing import Any
+
+from .burst_serialization import (
+    DATUM_SIZE,
+    PacketError,
+    deserialize_result,
+    request_packet_length,
+    request_to_bytes,
+    result_from_bytes,
+    serialize_request,
+)
+from .fmq import DEFAULT_SPIN_US, MessageQueue
+from .hal.interfaces import IBurstCallback, IBurstContext
+from .hal.types import ErrorStatus, MeasureTiming, MemoryPool, OutputShape, Request, Timing
+from .memory import Memory
+
+__all__ = ["ExecutionBurstController", "BurstCallback", "BurstError", "DEFAULT_CHANNEL_LENGTH"]
+
+log = logging.getLogger("nngpu.burst")
+
+DEFAULT_CHANNEL_LENGTH = 1024  # elements per FMQ (the VTS uses this length)
+
+ComputeResult = tuple[ErrorStatus, list[OutputShape], Timing]
+
+
+class BurstError(Exception):
+    """configureExecutionBurst failed; `status` is what the driver returned."""
+
+    def __init__(self, status: ErrorStatus, reason: str):
+        super().__init__(reason)
+        self.status = status
+
+
+class BurstCallback(IBurstCallback):
+    """Slot bookkeeping for one burst: memory identity -> slot, answering getMemories."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: dict[int, tuple[weakref.ref, int]] = {}
+        self._by_slot: dict[int, weakref.ref] = {}
+        self._next_slot = 0
+        self._dead: collections.deque[int] = collections.deque()  # slots whose memory died
+
+    def slot_of(self, memory: Memory) -> int:
+        """The memory's slot, allocating one on first sight."""
+        with self._lock:
+            entry = self._by_id.get(id(memory))
+            if entry is not None and entry[0]() is memory:
+                return entry[1]
+            slot = self._next_slot
+            self._next_slot += 1
+            dead = self._dead
+            ref = weakref.ref(memory, lambda _r, s=slot: dead.append(s))  # no reference to self
+            self._by_id[id(memory)] = (ref, slot)
+            self._by_slot[slot] = ref
+            return slot
+
+    def release(self, slot: int) -> bool:
+        """Forget `slot`; True if it was known."""
+        with self._lock:
+            ref = self._by_slot.pop(slot, None)
+            if ref is None:
+                return False
+            for key, (r, s) in list(self._by_id.items()):
+                if s == slot:
+                    del self._by_id[key]
+            return True
+
+    def forget(self, memory: Memory) -> int | None:
+        with self._lock:
+            entry = self._by_id.get(id(memory))
+            if entry is None or entry[0]() is not memory:
+                return None
+        return entry[1] if self.release(entry[1]) else None
+
+    def take_dead(self) -> list[int]:
+        """Slots whose memory was collected since the last call, now released."""
+        out = []
+        while self._dead:
+            slot = self._dead.popleft()
+            if self.release(slot):
+                out.append(slot)
+        return out
+
+    def memories(self, slots: list[int]) -> list[Memory] | None:
+        """The live memories of `slots`, or None if one is unknown or gone."""
+        with self._lock:
+            refs = [self._by_slot.get(int(s)) for s in slots]
+        mems = [r() if r is not None else None for r in refs]
+        if any(m is None or getattr(m, "fd", -1) < 0 for m in mems):
+            return None
+        return mems
+
+    def __len__(self) -> int:
+        return len(self._by_slot)
+
+    # ---- IBurstCallback ------------------------------------------------------------------------
+    def getMemories(self, slots: list[int]) -> tuple[ErrorStatus, list[Any]]:
+        try:
+            mems = self.memories(list(slots))
+        except (TypeError, ValueError):
+            mems = None
+        if mems is None:
+            return ErrorStatus.INVALID_ARGUMENT, []
+        try:
+            # The driver gets its own handle (like a hidl_memory crossing binder): its cache then
+            # never keeps the client's Memory alive, so the weak slot can expire.
+            return ErrorStatus.NONE, [Memory(m.name, m.size, os.dup(m.fd), m.offset) for m in mems]
+        except OSError as e:
+            log.warning("getMemories: %s", e)
+            return ErrorStatus.GENERAL_FAILURE, []
+
+
+def _release(requests: MessageQueue, results: MessageQueue, context: IBurstContext | None) -> None:
+    """Tear a burst down (also run by the finalizer when a controller is dropped unclosed)."""
+    requests.shutdown()
+    results.shutdown()
+    close = getattr(context, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            log.exception("closing the burst context")
+    requests.close()
+    results.close()
+
+
+class ExecutionBurstController:
+    def __init__(self, prepared_model, requests: MessageQueue, results: MessageQueue,
+                 callback: BurstCallback, context: IBurstContext, timeout: float | None = None):
+        self._prepared = prepared_model
+        self._requests = requests
+        self._results = results
+        self.callback = callback
+        self.context = context
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _release, requests, results, context)
+
+    @classmethod
+    def create(cls, prepared_model, *, request_length: int = DEFAULT_CHANNEL_LENGTH,
+               result_length: int = DEFAULT_CHANNEL_LENGTH, blocking: bool = True,
+               spin_us: float = DEFAULT_SPIN_US, timeout: float | None = None) -> "ExecutionBurstController":
+        """Create both FMQs and configure a burst on `prepared_model`; BurstError on failure.
+        `timeout` bounds each compute's wait (None: until the result or the driver goes away)."""
+        requests = MessageQueue(DATUM_SIZE, request_length, blocking=blocking, spin_us=spin_us)
+        results = MessageQueue(DATUM_SIZE, result_length, blocking=blocking, spin_us=spin_us)
+        callback = BurstCallback()
+        try:
+            status, context = prepared_model.configureExecutionBurst(callback, requests, results)
+        except Exception as e:
+            status, context = ErrorStatus.GENERAL_FAILURE, None
+            log.exception("configureExecutionBurst raised")
+        if status != ErrorStatus.NONE or context is None:
+            requests.close()
+            results.close()
+            raise BurstError(ErrorStatus(status) if status != ErrorStatus.NONE else ErrorStatus.GENERAL_FAILURE,
+                             f"configureExecutionBurst returned {ErrorStatus(status).name}")
+        return cls(prepared_model, requests, results, callback, context, timeout)
+
+    # ---- execution ------------------------------------------------------------------------------
+    def compute(self, request: Request, measure: MeasureTiming = MeasureTiming.NO) -> ComputeResult:
+        """Execute `request` through the burst: (status, outputShapes, timing). Never raises."""
+        with self._lock:
+            if self._closed:
+                return ErrorStatus.GENERAL_FAILURE, [], Timing()
+            self._free_dead()
+            try:
+                measure = MeasureTiming(measure)
+                slots = self._slots(request)
+                if slots is None or request_packet_length(request) > self._requests.capacity:
+                    return self._fallback(request, measure)  # like the reference: the slow path
+                packet = request_to_bytes(serialize_request(request, measure, slots))
+            except (PacketError, ValueError, TypeError, AttributeError) as e:
+                log.info("burst compute: bad request: %s", e)
+                return ErrorStatus.INVALID_ARGUMENT, [], Timing()
+            if not self._requests.write_blocking(packet, timeout=self.timeout):
+                return self._broken("the request could not be sent")
+            raw = self._results.read_blocking(None, timeout=self.timeout)
+            if raw is None:
+                return self._broken("no result came back")
+            try:
+                return deserialize_result(result_from_bytes(raw))
+            except PacketError as e:
+                log.warning("burst: ill-formed result packet: %s", e)
+                return ErrorStatus.GENERAL_FAILURE, [], Timing()
+
+    def _slots(self, request: Request) -> list[int] | None:
+        slots = []
+        for pool in request.pools:
+            if isinstance(pool, MemoryPool):
+                if pool.token is not None or pool.hidlMemory is None:
+                    return None  # driver-managed buffers do not travel through a burst
+                pool = pool.hidlMemory
+            if not isinstance(pool, Memory):
+                raise TypeError("a request pool is not a Memory")
+            slots.append(self.callback.slot_of(pool))
+        return slots
+
+    def _fallback(self, request: Request, measure: MeasureTiming) -> ComputeResult:
+        try:
+            return tuple(self._prepared.executeSynchronously(request, measure))  # type: ignore[return-value]
+        except Exception as e:
+            log.warning("burst fallback failed: %s", e)
+            return ErrorStatus.GENERAL_FAILURE, [], Timing()
+
+    def _broken(self, why: str) -> ComputeResult:
+        """The burst cannot be trusted any more (a late result would answer the next request)."""
+        log.warning("burst: %s; closing it", why)
+        self._close_locked()
+        return ErrorStatus.GENERAL_FAILURE, [], Timing()
+
+    # ---- memory -------------------------------------------------------------------------------
+    def _free_dead(self) -> None:
+        for slot in self.callback.take_dead():
+            self._free(slot)
+
+    def _free(self, slot: int) -> None:
+        try:
+            self.context.freeMemory(slot)
+        except Exception:
+            log.exception("freeMemory(%d)", slot)
+
+    def forget(self, memory: Memory) -> None:
+        """Tell the driver now that `memory` will not be used again in this burst."""
+        with self._lock:
+            if self._closed:
+                return
+            slot = self.callback.forget(memory)
+            if slot is not None:
+                self._free(slot)
+
+    # ---- lifetime ---------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        self._requests.shutdown()  # wake a compute blocked on the queues, then wait for it
+        self._results.shutdown()
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._finalizer()
+
+    def __enter__(self) -> "ExecutionBurstController":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,399 @@
+"""A fast message queue (the HIDL fmq_sync equivalent): one writer, one reader, fixed-size
+elements in a shared-memory ring, usable across processes.
+
+Layout of the shared region (a memfd, little-endian):
+
+    offset  0  u32 magic "NNFQ"      offset 64   u64 write counter (elements ever written)
+    offset  4  u32 layout version    offset 128  u64 read counter  (elements ever read)
+    offset  8  u32 element size      offset 4096 the ring: capacity * element size bytes
+    offset 12  u32 capacity
+    offset 16  u32 flags (bit 0: blocking queue, has event fds)
+    offset 20  u32 closed (nonzero once either side closed the queue)
+
+Counters only grow; an element's ring slot is its counter modulo the capacity. Ordering: the
+writer copies the payload and only then stores the write counter; the reader loads the write
+counter before copying the payload, and stores the read counter after copying. On x86-64 (TSO)
+plain aligned 8-byte stores are atomic and not reordered with earlier stores, which is exactly
+this publish order; elsewhere a full barrier is issued around each counter access (see
+`_fence`). A write of n elements is published by one counter store, so a packet becomes visible
+entirely or not at all, and a reader dequeues whole packets.
+
+Blocking queues carry two eventfds, "not empty" (written by the writer after publishing) and
+"not full" (written by the reader after consuming); a waiter spins for a short window, then
+sleeps in poll() on its eventfd, rechecking the counters after every wake-up, so no wake-up is
+lost. Closing sets the shared closed word and signals both eventfds: every waiter on either side
+returns. Non-blocking queues have no eventfds; their blocking calls poll with a short sleep.
+
+A `QueueDescriptor` (fds + sizes) travels to another process over a Unix socket
+(`send_descriptor` / `recv_descriptor`, SCM_RIGHTS) and is opened there with `MessageQueue.attach`.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import mmap
+import os
+import platform
+import select
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+__all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "send_descriptor", "recv_descriptor",
+           "DEFAULT_SPIN_US"]
+
+MAGIC = 0x51464E4E  # "NNFQ"
+LAYOUT_VERSION = 1
+HEADER_SIZE = 4096
+_WRITE_AT, _READ_AT = 64, 128
+_FLAG_BLOCKING = 1
+DEFAULT_SPIN_US = 50  # the reference implementation polls about this long before sleeping
+_POLL_SLEEP_S = 0.0002  # non-blocking queues: nap between polls in their blocking calls
+_HEADER = struct.Struct("<IIIIII")
+
+
+class QueueError(Exception):
+    """A queue that cannot be created or attached (bad descriptor, sizes or mapping)."""
+
+
+def _make_fence():
+    """A full memory barrier where the CPU may reorder stores (not needed on x86-64 TSO)."""
+    if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
+        return None
+    try:  # a mutex lock/unlock pair is a full barrier in every libc
+        libc = ctypes.CDLL(None)
+        m = ctypes.create_string_buffer(64)
+        libc.pthread_mutex_init(m, None)
+        lock, unlock = libc.pthread_mutex_lock, libc.pthread_mutex_unlock
+
+        def fence() -> None:
+            lock(m)
+            unlock(m)
+        return fence
+    except (OSError, AttributeError):
+        return lambda: None
+
+
+_fence = _make_fence()
+
+
+
+@dataclass(frozen=True)
+class QueueDescriptor:
+    """What another process needs to open the queue: the memfd, the event fds (-1: none)."""
+
+    memfd: int
+    not_empty_fd: int
+    not_full_fd: int
+    element_size: int
+    capacity: int
+
+    @property
+    def blocking(self) -> bool:
+        return self.not_empty_fd >= 0
+
+    def fds(self) -> list[int]:
+        return [self.memfd] + ([self.not_empty_fd, self.not_full_fd] if self.blocking else [])
+
+    def meta(self) -> dict:
+        return {"element_size": self.element_size, "capacity": self.capacity, "blocking": self.blocking}
+
+    @classmethod
+    def from_parts(cls, meta: dict, fds: list[int]) -> "QueueDescriptor":
+        try:
+            blocking = bool(meta["blocking"])
+            if len(fds) != (3 if blocking else 1):
+                raise QueueError(f"descriptor carries {len(fds)} fds")
+            return cls(fds[0], fds[1] if blocking else -1, fds[2] if blocking else -1,
+                       int(meta["element_size"]), int(meta["capacity"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise QueueError(f"bad descriptor: {e}") from e
+
+
+class MessageQueue:
+    """One end of a single-producer single-consumer ring of fixed-size elements."""
+
+    def __init__(self, element_size: int, capacity: int, *, blocking: bool = True,
+                 spin_us: float = DEFAULT_SPIN_US, _attach: QueueDescriptor | None = None):
+        self.spin_s = max(float(spin_us), 0.0) / 1e6
+        self._lock = threading.Lock()
+        self._closed_locally = False
+        if _attach is None:
+            if element_size <= 0 or capacity <= 0 or element_size * capacity > (1 << 31):
+                raise QueueError(f"bad queue size {capacity} x {element_size}")
+            memfd = os.memfd_create("nngpu-fmq", os.MFD_CLOEXEC)
+            os.ftruncate(memfd, HEADER_SIZE + element_size * capacity)
+            fds = [memfd]
+            if blocking:
+                fds += [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(2)]
+            desc = QueueDescriptor(memfd, *(fds[1:] if blocking else (-1, -1)), element_size, capacity)
+            self._map_region(desc)
+            _HEADER.pack_into(self._mm, 0, MAGIC, LAYOUT_VERSION, element_size, capacity,
+                              _FLAG_BLOCKING if blocking else 0, 0)
+        else:
+            desc = _attach
+            self._map_region(desc)
+            magic, version, esize, cap, flags, _closed = _HEADER.unpack_from(self._mm, 0)
+            if (magic, version, esize, cap) != (MAGIC, LAYOUT_VERSION, desc.element_size, desc.capacity) \
+                    or bool(flags & _FLAG_BLOCKING) != desc.blocking:
+                self._closed_word = ctypes.c_uint32(1)
+                self._unmap()
+                raise QueueError("descriptor does not match the shared queue header")
+        self.desc = desc
+        self.element_size = desc.element_size
+        self.capacity = desc.capacity
+        self.blocking = desc.blocking
+        self._ring_bytes = self.element_size * self.capacity
+        self._poll_empty = self._poller(desc.not_empty_fd)
+        self._poll_full = self._poller(desc.not_full_fd)
+
+    # ---- setup ------------------------------------------------------------------------------
+    def _map_region(self, desc: QueueDescriptor) -> None:
+        size = HEADER_SIZE + desc.element_size * desc.capacity
+        try:
+            if os.fstat(desc.memfd).st_size < size:
+                raise QueueError("shared region smaller than the descriptor says")
+            self._mm = mmap.mmap(desc.memfd, size)
+        except (OSError, ValueError) as e:
+            raise QueueError(f"cannot map queue: {e}") from e
+        self._write_ctr = ctypes.c_uint64.from_buffer(self._mm, _WRITE_AT)
+        self._read_ctr = ctypes.c_uint64.from_buffer(self._mm, _READ_AT)
+        self._closed_word = ctypes.c_uint32.from_buffer(self._mm, 20)
+        self._ring = memoryview(self._mm)[HEADER_SIZE:]
+
+    @staticmethod
+    def _poller(fd: int):
+        if fd < 0:
+            return None
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        return p
+
+    @classmethod
+    def attach(cls, desc: QueueDescriptor, *, dup: bool = True, spin_us: float = DEFAULT_SPIN_US) -> "MessageQueue":
+        """Open the queue `desc` describes. dup=True leaves the caller's fds untouched;
+        dup=False takes ownership of them (fds just received from another process)."""
+        if not isinstance(desc, QueueDescriptor):
+            raise QueueError("not a queue descriptor")
+        if desc.element_size <= 0 or desc.capacity <= 0:
+            raise QueueError("bad queue sizes")
+        fds = desc.fds()
+        try:
+            owned = [os.dup(fd) for fd in fds] if dup else list(fds)
+        except OSError as e:
+            raise QueueError(f"bad descriptor fds: {e}") from e
+        mine = QueueDescriptor(owned[0], *(owned[1:] if desc.blocking else (-1, -1)),
+                               desc.element_size, desc.capacity)
+        try:
+            return cls(desc.element_size, desc.capacity, spin_us=spin_us, _attach=mine)
+        except QueueError:
+            for fd in owned:
+                os.close(fd)
+            raise
+
+    def descriptor(self) -> QueueDescriptor:
+        """The fds (still owned by this queue) and sizes; attach() dups or takes them."""
+        return self.desc
+
+    # ---- state -----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed_locally or self._closed_word.value != 0
+
+    def available_to_read(self) -> int:
+        w_ctr, r_ctr = self._write_ctr, self._read_ctr
+        if w_ctr is None:
+            return 0
+        w = w_ctr.value
+        if _fence:
+            _fence()
+        return w - r_ctr.value
+
+    def available_to_write(self) -> int:
+        w_ctr, r_ctr = self._write_ctr, self._read_ctr
+        if w_ctr is None:
+            return 0
+        r = r_ctr.value
+        if _fence:
+            _fence()
+        return self.capacity - (w_ctr.value - r)
+
+    # ---- non-blocking transfer -------------------------------------------------------------
+    def write(self, data: bytes | bytearray | memoryview) -> bool:
+        """Enqueue whole elements atomically: all of them, or (False) none."""
+        n, rest = divmod(len(data), self.element_size)
+        if rest or n == 0 or self.closed:
+            return False
+        with self._lock:
+            if self._closed_locally:
+                return False
+            w = self._write_ctr.value
+            if n > self.capacity - (w - self._read_ctr.value):
+                return False
+            start = (w % self.capacity) * self.element_size
+            first = min(len(data), self._ring_bytes - start)
+            self._ring[start:start + first] = data[:first]
+            if first < len(data):
+                self._ring[: len(data) - first] = data[first:]
+            if _fence:
+                _fence()
+            self._write_ctr.value = w + n  # publish: the payload is in place
+        if self.blocking:
+            self._signal(self.desc.not_empty_fd)
+        return True
+
+    def read(self, count: int | None = None) -> bytes | None:
+        """Dequeue exactly `count` elements (None: everything available), or None if not there."""
+        with self._lock:
+            if self._closed_locally:
+                return None
+            r = self._read_ctr.value
+            avail = self._write_ctr.value - r
+            if _fence:
+                _fence()
+            n = avail if count is None else count
+            if n <= 0 or n > avail or avail > self.capacity:
+                return None
+            start = (r % self.capacity) * self.element_size
+            size = n * self.element_size
+            first = min(size, self._ring_bytes - start)
+            out = bytes(self._ring[start:start + first])
+            if first < size:
+                out += bytes(self._ring[: size - first])
+            if _fence:
+                _fence()
+            self._read_ctr.value = r + n
+        if self.blocking:
+            self._signal(self.desc.not_full_fd)
+        return out
+
+    # ---- blocking transfer -----------------------------------------------------------------
+    def write_blocking(self, data, timeout: float | None = None) -> bool:
+        """write(), waiting up to `timeout` s for room; False on timeout, close or oversize."""
+        n = len(data) // self.element_size
+        if n > self.capacity:
+            return False
+        if self.write(data):
+            return True
+        ok = self._wait(lambda: self.available_to_write() >= n, self._poll_full, self.desc.not_full_fd, timeout)
+        return ok and self.write(data)
+
+    def read_blocking(self, count: int | None = None, timeout: float | None = None) -> bytes | None:
+        """read(), waiting up to `timeout` s for data; None on timeout or close. count=None
+        returns everything available once something is: one whole packet of a request/reply
+        protocol, whose writer publishes a packet with one write."""
+        out = self.read(count)
+        if out is not None:
+            return out
+        need = 1 if count is None else count
+        if need > self.capacity or need <= 0:
+            return None
+        if not self._wait(lambda: self.available_to_read() >= need, self._poll_empty, self.desc.not_empty_fd, timeout):
+            return None
+        return self.read(count)
+
+    def _wait(self, ready, poller, fd: int, timeout: float | None) -> bool:
+        start = time.monotonic()
+        deadline = None if timeout is None else start + max(timeout, 0.0)
+        spin_until = start + self.spin_s
+        while True:
+            if ready():
+                return True
+            if self.closed:
+                return False
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            if now < spin_until:
+                time.sleep(0)  # yield the GIL: the other end may be a thread of this process
+                continue
+            if poller is None:
+                time.sleep(_POLL_SLEEP_S)
+                continue
+            wait_ms = -1 if deadline is None else max(int((deadline - now) * 1000) + 1, 0)
+            try:
+                if poller.poll(wait_ms):
+                    os.eventfd_read(fd)  # consume the wake-up, then recheck the counters
+            except BlockingIOError:
+                pass
+            except OSError as e:
+                if e.errno in (errno.EBADF, errno.EINVAL):
+                    return False
+                raise
+
+    @staticmethod
+    def _signal(fd: int) -> None:
+        try:
+            # Releases the GIL around the syscall: in one process the woken side runs at once.
+            os.eventfd_write(fd, 1)
+        except OSError:
+            pass  # closed fd or a saturated counter: the waiter is awake anyway
+
+    # ---- teardown --------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Mark the queue closed for both sides and wake every waiter. Safe from any thread;
+        the fds and mapping stay valid until close()."""
+        if self._closed_locally:
+            return
+        self._closed_word.value = 1
+        if self.blocking:
+            self._signal(self.desc.not_empty_fd)
+            self._signal(self.desc.not_full_fd)
+
+    def close(self) -> None:
+        """shutdown(), then release this end: call once no other thread uses this object."""
+        if self._closed_locally:
+            return
+        self.shutdown()
+        with self._lock:
+            self._closed_locally = True
+            self._write_ctr = self._read_ctr = None  # drop the buffer exports before unmapping
+            self._closed_word = ctypes.c_uint32(1)
+        self._unmap()
+        for fd in self.desc.fds():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _unmap(self) -> None:
+        self._write_ctr = self._read_ctr = None
+        self._ring.release()
+        try:
+            self._mm.close()
+        except BufferError:
+            pass  # a reader still holds a counter: the mapping goes when it does
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "MessageQueue":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---- descriptor transport over Unix sockets ---------------------------------------------------
+def send_descriptor(sock: socket.socket, desc: QueueDescriptor, extra: dict | None = None) -> None:
+    """Send `desc` (and a small JSON dict) as one message with its fds attached."""
+    payload = json.dumps({"queue": desc.meta(), **(extra or {})}).encode()
+    socket.send_fds(sock, [payload], desc.fds())
+
+
+def recv_descriptor(sock: socket.socket) -> tuple[QueueDescriptor, dict]:
+    """Receive one send_descriptor message; the returned fds are owned by the caller."""
+    data, fds, _flags, _addr = socket.recv_fds(sock, 65536, 8)
+    try:
+        msg = json.loads(data.decode())
+        return QueueDescriptor.from_parts(msg.pop("queue"), fds), msg
+    except (ValueError, KeyError, QueueError) as e:
+        for fd in fds:
+            os.close(fd)
+        raise QueueError(f"bad descriptor message: {e}") from e

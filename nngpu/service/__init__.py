@@ -1,0 +1,1 @@
+"""Driver services reachable from other processes (nngpu.service.burst_ipc)."""

@@ -1,0 +1,22 @@
+"""Errors of the TFLite importer (ImportError subclasses, so callers can catch one family)."""
+from __future__ import annotations
+
+from .reader import TFLiteFormatError
+
+
+class TFLiteImportError(ImportError):
+    """The .tflite model cannot be expressed as an NNAPI model."""
+
+
+class UnsupportedOperatorError(TFLiteImportError):
+    """An operator with no NNAPI counterpart (or options NNAPI cannot express), by name and index."""
+
+    def __init__(self, op_name: str, index: int, reason: str = ""):
+        self.op_name = op_name
+        self.index = index
+        self.reason = reason
+        detail = f": {reason}" if reason else ": no NNAPI counterpart"
+        super().__init__(f"operator #{index} {op_name}{detail}")
+
+
+__all__ = ["TFLiteFormatError", "TFLiteImportError", "UnsupportedOperatorError"]

@@ -1,0 +1,86 @@
+"""Fusion and the device plan: one kernel for an elementwise chain, conv epilogues, shared
+buffers, and results equal to the numpy reference (run on every available device backend)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.compiler.lower import KernelStep, lower
+from nngpu.driver.executor import GraphRunner
+from nngpu.hal import DataLocation, Model, Operand, OperandLifeTime, OperandType as T, Operation, OperationType as Op
+from nngpu.modelutil import as_model_1_3
+from nngpu.testing import run_model
+
+from nngpu.backends import device_backends
+
+SHAPE = [4, 8]
+
+
+def _operand(t, dims, life, consumers=1, loc=None):
+    return Operand(t, dims, consumers, 0.0, 0, life, loc or DataLocation())
+
+
+def chain_model(n_ops: int = 8, shape=SHAPE) -> Model:
+    """x → ADD(x, c) → MUL → TANH → SUB → LOGISTIC → ... (n_ops elementwise ops)."""
+    values = bytearray(np.float32(0.5).tobytes() + np.int32(0).tobytes() + np.int32(1).tobytes())
+    operands = [_operand(T.TENSOR_FLOAT32, shape, OperandLifeTime.SUBGRAPH_INPUT, n_ops),
+                _operand(T.TENSOR_FLOAT32, [1], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 0, 4)),
+                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 4, 4)),
+                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 8, 4))]
+    ops, prev = [], 0
+    kinds = [Op.ADD, Op.MUL, Op.TANH, Op.SUB, Op.LOGISTIC, Op.MAXIMUM, Op.DIV, Op.RELU6]
+    for k in range(n_ops):
+        kind = kinds[k % len(kinds)]
+        out = len(operands)
+        life = OperandLifeTime.SUBGRAPH_OUTPUT if k == n_ops - 1 else OperandLifeTime.TEMPORARY_VARIABLE
+        operands.append(_operand(T.TENSOR_FLOAT32, shape, life, 0 if k == n_ops - 1 else 1))
+        if kind in (Op.ADD, Op.MUL, Op.SUB, Op.DIV):
+            act = 3 if kind == Op.ADD else 2
+            ins = [prev, 1, act] if kind != Op.DIV else [prev, 0, 2]
+        elif kind == Op.MAXIMUM:
+            ins = [prev, 0]
+        else:
+            ins = [prev]
+        ops.append(Operation(kind, ins, [out]))
+        prev = out
+    counts = [0] * len(operands)
+    for op in ops:
+        for i in op.inputs:
+            counts[i] += 1
+    for i, c in enumerate(counts):
+        operands[i].numberOfConsumers = c
+    return Model(operands, ops, [0], [prev], bytes(values))
+
+
+def test_elementwise_chain_becomes_one_kernel():
+    spec = lower(GraphRunner(as_model_1_3(chain_model())), "opencl")
+    assert spec is not None and len(spec.steps) == 1
+    step = spec.steps[0]
+    assert isinstance(step, KernelStep) and len(step.ops) == 8 and step.kind == "fused"
+    unfused = lower(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse_ops=False)
+    assert len(unfused.kernels) == 8 and unfused.counts() == (8, 0)
+
+
+def test_intermediates_share_buffers_when_unfused():
+    spec = lower(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse_ops=False)
+    # 7 intermediates between 8 kernels: ping-pong reuse keeps them in two slots.
+    model = as_model_1_3(chain_model()).main
+    temps = [i for i, o in enumerate(model.operands) if o.lifetime == OperandLifeTime.TEMPORARY_VARIABLE]
+    assert len(temps) == 7 and len({spec.buffer_of[i] for i in temps}) == 2
+
+
+@pytest.mark.parametrize("backend", device_backends())
+@pytest.mark.parametrize("fusion", [True, False])
+def test_plan_matches_reference(backend, fusion):
+    from nngpu.driver.device import Device
+
+    x = np.linspace(-3, 3, int(np.prod(SHAPE)), dtype=np.float32).reshape(SHAPE)
+    ref = run_model(chain_model(), [x], [x.nbytes], Device("numpy"))
+    got = run_model(chain_model(), [x], [x.nbytes], Device(backend, fusion=fusion))
+    np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-6, atol=1e-6)
+
+
+def test_static_shapes_required():
+    """A model whose input extent is unknown gets no device plan (host reference)."""
+    m = chain_model(shape=[0, 8])
+    assert lower(GraphRunner(as_model_1_3(m)), "opencl") is None

@@ -1,0 +1,161 @@
+"""nngpu.fmq: ring semantics, atomic packets, blocking wake-ups, timeouts, close, and a queue
+shared with another process through a descriptor sent over a Unix socket."""
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from nngpu.fmq import MessageQueue, QueueDescriptor, QueueError, recv_descriptor, send_descriptor
+
+E = 8  # element size used by most tests
+
+
+def elems(tag: int, n: int) -> bytes:
+    return b"".join(bytes([tag, k]) * (E // 2) for k in range(n))
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_wraparound_keeps_data_and_order(blocking):
+    q = MessageQueue(E, 5, blocking=blocking)
+    expected, got = b"", b""
+    for i in range(40):  # packets of 1..4 elements wrap the 5-slot ring many times
+        n = i % 4 + 1
+        pkt = elems(i, n)
+        assert q.write(pkt)
+        expected += pkt
+        got += q.read(n)
+    assert got == expected
+    assert q.available_to_read() == 0 and q.available_to_write() == 5
+    q.close()
+
+
+def test_full_and_empty_are_all_or_nothing():
+    q = MessageQueue(E, 4)
+    assert q.read() is None and q.read(1) is None
+    assert q.write(elems(1, 3))
+    assert not q.write(elems(2, 2))  # one slot left: the 2-element packet is not half written
+    assert q.available_to_read() == 3
+    assert q.read(4) is None  # more than there is: nothing dequeued
+    assert q.read() == elems(1, 3)  # a whole packet
+    assert not q.write(elems(3, 5))  # longer than the queue
+    assert not q.write_blocking(elems(3, 5), timeout=10)  # fails at once, no wait
+    assert not q.write(b"x" * (E + 1))  # not whole elements
+    assert not q.write(b"")
+    q.close()
+
+
+def test_read_blocking_is_woken_by_a_write():
+    q = MessageQueue(E, 4, spin_us=0)
+    threading.Timer(0.05, lambda: q.write(elems(7, 2))).start()
+    t0 = time.monotonic()
+    assert q.read_blocking(timeout=5) == elems(7, 2)
+    assert time.monotonic() - t0 < 2
+
+
+def test_write_blocking_waits_for_room():
+    q = MessageQueue(E, 2, spin_us=0)
+    assert q.write(elems(1, 2))
+    threading.Timer(0.05, lambda: q.read(1)).start()
+    assert q.write_blocking(elems(2, 1), timeout=5)
+    assert q.read() == elems(1, 2)[E:] + elems(2, 1)
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_read_times_out(blocking):
+    q = MessageQueue(E, 4, blocking=blocking)
+    t0 = time.monotonic()
+    assert q.read_blocking(timeout=0.05) is None
+    assert 0.04 <= time.monotonic() - t0 < 1.0
+    assert q.read_blocking(1, timeout=0) is None
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_close_wakes_a_blocked_reader_on_the_other_end(blocking):
+    writer = MessageQueue(E, 4, blocking=blocking, spin_us=0)
+    reader = MessageQueue.attach(writer.descriptor(), spin_us=0)
+    threading.Timer(0.05, writer.close).start()
+    t0 = time.monotonic()
+    assert reader.read_blocking(timeout=10) is None
+    assert time.monotonic() - t0 < 2
+    assert reader.closed
+    assert not reader.write(elems(1, 1))
+    reader.close()
+
+
+def test_shutdown_wakes_a_blocked_writer():
+    q = MessageQueue(E, 1, spin_us=0)
+    assert q.write(elems(1, 1))
+    threading.Timer(0.05, q.shutdown).start()
+    assert not q.write_blocking(elems(2, 1), timeout=10)
+    q.close()
+    q.close()  # idempotent
+
+
+def test_attach_checks_the_descriptor():
+    q = MessageQueue(E, 4)
+    d = q.descriptor()
+    with pytest.raises(QueueError):
+        MessageQueue.attach(QueueDescriptor(d.memfd, d.not_empty_fd, d.not_full_fd, E * 2, 4))
+    with pytest.raises(QueueError):
+        MessageQueue.attach(QueueDescriptor(d.memfd, -1, -1, E, 4))  # blocking flag differs
+    with pytest.raises(QueueError):
+        MessageQueue.attach(QueueDescriptor(987654, -1, -1, E, 4))
+    with pytest.raises(QueueError):
+        MessageQueue.attach("not a descriptor")
+    with pytest.raises(QueueError):
+        MessageQueue(0, 4)
+    other = MessageQueue.attach(d)
+    assert q.write(elems(5, 2)) and other.read() == elems(5, 2)
+    other.close()
+    q.close()
+
+
+_CHILD = textwrap.dedent("""
+    import socket, sys
+    from nngpu.fmq import MessageQueue, recv_descriptor
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    d_in, _ = recv_descriptor(sock)
+    d_out, _ = recv_descriptor(sock)
+    qin, qout = MessageQueue.attach(d_in, dup=False), MessageQueue.attach(d_out, dup=False)
+    while True:
+        pkt = qin.read_blocking(timeout=20)
+        if pkt is None:
+            break  # closed by the parent
+        assert qout.write_blocking(pkt[::-1], timeout=20)
+    sock.send(b"bye")
+""")
+
+
+def test_cross_process_echo_and_close():
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(child.fileno())], pass_fds=[child.fileno()])
+    child.close()
+    try:
+        to_child, from_child = MessageQueue(E, 3, spin_us=0), MessageQueue(E, 3, spin_us=0)
+        send_descriptor(parent, to_child.descriptor())
+        send_descriptor(parent, from_child.descriptor())
+        for i in range(10):  # packets wrap both rings
+            pkt = elems(i, i % 3 + 1)
+            assert to_child.write_blocking(pkt, timeout=20)
+            assert from_child.read_blocking(timeout=20) == pkt[::-1]
+        to_child.close()  # the child's blocked read returns and it exits
+        parent.settimeout(20)
+        assert parent.recv(16) == b"bye"
+        assert proc.wait(timeout=20) == 0
+        from_child.close()
+    finally:
+        proc.kill()
+        parent.close()
+
+
+def test_bad_descriptor_message_is_rejected():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    a.send(b"not json")
+    with pytest.raises(QueueError):
+        recv_descriptor(b)
+    a.close()
+    b.close()
