@@ -1,9 +1,11 @@
-"""Kernels that are not elementwise: convolutions, fully connected, pooling.
+"""Kernels that are not plain elementwise expressions, registered per OperationType.
 
-Each template computes the value `acc` of one output element at coordinates c0..c3 (bias and
-fused activation included), so the fusion pass can append an elementwise epilogue before the
-single store. Parameters (geometry, strides, padding) are baked into the source: prepared
-models have static shapes, and the source is the cache key."""
+Each template computes the value `acc` of one output element at coordinates c0..c{rank-1}
+(bias and fused activation included), so the fusion pass can append an elementwise epilogue
+before the single store. Parameters (geometry, strides, padding) are baked into the source:
+prepared models have static shapes, and the source is the cache key. This module holds the
+registry and the convolution / fully connected / pooling templates; modules named
+`templates_*.py` beside it register more."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -131,20 +133,49 @@ def _pool(ctx: OpContext, shapes, kind: str) -> Template | None:
     return Template(f"{kind}_pool", [x], body)
 
 
+Builder = Callable[[OpContext, dict], "Template | None"]
+TEMPLATES: dict[Op, Builder] = {
+    Op.CONV_2D: lambda ctx, shapes: _conv(ctx, shapes, depthwise=False),
+    Op.DEPTHWISE_CONV_2D: lambda ctx, shapes: _conv(ctx, shapes, depthwise=True),
+    Op.FULLY_CONNECTED: _fully_connected,
+    Op.AVERAGE_POOL_2D: lambda ctx, shapes: _pool(ctx, shapes, "avg"),
+    Op.MAX_POOL_2D: lambda ctx, shapes: _pool(ctx, shapes, "max"),
+}
+_loaded = False
+
+
+def template(op: Op) -> Callable[[Builder], Builder]:
+    """Decorator registering a builder: (OpContext with constant values, static shapes) →
+    Template, or None when these operand types / parameters stay on the host."""
+    def deco(fn: Builder) -> Builder:
+        if op in TEMPLATES:
+            raise ValueError(f"template for {op.name} registered twice")
+        TEMPLATES[op] = fn
+        return fn
+    return deco
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        import importlib
+        import pkgutil
+
+        from .. import compiler
+
+        for info in pkgutil.iter_modules(compiler.__path__):
+            if info.name.startswith("templates_"):
+                importlib.import_module(f"{compiler.__name__}.{info.name}")
+        _loaded = True
+
+
 def match(ctx: OpContext, shapes) -> Template | None:
     """The template computing this operation on the device, or None (host)."""
+    _load()
+    builder = TEMPLATES.get(ctx.operation.type)
+    if builder is None:
+        return None
     try:
-        op = ctx.operation.type
-        if op == Op.CONV_2D:
-            return _conv(ctx, shapes, depthwise=False)
-        if op == Op.DEPTHWISE_CONV_2D:
-            return _conv(ctx, shapes, depthwise=True)
-        if op == Op.FULLY_CONNECTED:
-            return _fully_connected(ctx, shapes)
-        if op == Op.AVERAGE_POOL_2D:
-            return _pool(ctx, shapes, "avg")
-        if op == Op.MAX_POOL_2D:
-            return _pool(ctx, shapes, "max")
-    except (OpError, KeyError, ValueError, TypeError, AttributeError):
+        return builder(ctx, shapes)
+    except (OpError, KeyError, ValueError, TypeError, AttributeError, IndexError):
         return None  # parameters that are not compile-time constants: host
-    return None

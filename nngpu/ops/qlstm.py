@@ -67,8 +67,6 @@ def _presence_error(has) -> str | None:
     peep = [has(i) for i in PEEP_W]
     if not ((peep[0] or cifg) and peep[1] and peep[2]) and any(peep):
         return "peephole weights must be all given or all omitted"
-    if cifg and peep[0]:
-        return "cell-to-input weights need the input gate (not CIFG)"
     if has(12) == cifg:
         return "the input gate bias must be given exactly when CIFG is not used"
     ln = [has(i) for i in LN_W]
@@ -79,8 +77,6 @@ def _presence_error(has) -> str | None:
             return "layer norm weights must be all given or all omitted"
     elif any(ln) and not all(ln):
         return "layer norm weights must be all given or all omitted"
-    if has(PROJ_B) and not has(PROJ_W):
-        return "projection bias without projection weights"
     return None
 
 
@@ -257,6 +253,11 @@ class Gate:
         return g
 
 
+def sigmoid(v: np.ndarray) -> np.ndarray:
+    """The gate sigmoid: Q3.12 in, Q0.15 out."""
+    return fx_logistic(v, 3)
+
+
 def _opt(ctx: OpContext, i: int) -> np.ndarray | None:
     return ctx.input(i) if ctx.has_input(i) else None
 
@@ -347,7 +348,6 @@ def _reference(ctx: OpContext) -> list[np.ndarray]:
             gt.ln_guard = max(1, int(_f32(10000) * ln_scale))
         return gt
 
-    sigmoid = lambda v: fx_logistic(v, 3)  # noqa: E731  Q3.12 -> Q0.15
     forget_gate = gate(G_FORGET)
     f = sigmoid(forget_gate.preactivation(x64, h64, c64))
     g_cell = fx_tanh(gate(G_CELL).preactivation(x64, h64, c64), 3)
