@@ -50,6 +50,10 @@ class Backend(ABC):
     def download(self, buf: Any, host: np.ndarray) -> None: ...
 
     @abstractmethod
+    def copy(self, dst: Any, src: Any, nbytes: int) -> None:
+        """Device-to-device copy of the first `nbytes` bytes."""
+
+    @abstractmethod
     def compile(self, source: str, name: str, options: tuple[str, ...] = ()) -> Any: ...
 
     @abstractmethod

@@ -72,6 +72,11 @@ class CudaBackend(Backend):
             buf[: host.nbytes].get(stream=self.stream, out=flat)
             self.stream.synchronize()
 
+    def copy(self, dst, src, nbytes: int) -> None:
+        if nbytes:
+            with self.stream:
+                dst[:nbytes] = src[:nbytes]
+
     def compile(self, source: str, name: str, options: tuple[str, ...] = ()):
         key = cache_key("cuda", self.arch, " ".join(options), source)
         with self._lock:

@@ -62,6 +62,10 @@ class OpenCLBackend(Backend):
         if host.nbytes:
             self.cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
 
+    def copy(self, dst, src, nbytes: int) -> None:
+        if nbytes:
+            self.cl.enqueue_copy(self.queue, dst, src, byte_count=int(nbytes))
+
     def compile(self, source: str, name: str, options: tuple[str, ...] = ()):
         key = cache_key("opencl", self.device.name, self.device.platform.version, self.device.driver_version,
                         " ".join(options), source)

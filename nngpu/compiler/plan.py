@@ -9,6 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..driver.buffer import DeviceValue
 from ..driver.executor import GraphRunner
 from ..ops.dtypes import dtype_of
 from .lower import HostStep, KernelStep, PlanSpec
@@ -17,7 +18,10 @@ log = logging.getLogger("nngpu.plan")
 
 
 class PlanRunner:
-    """Same interface as GraphRunner (model, run), backed by device kernels."""
+    """Same interface as GraphRunner (model, run), backed by device kernels. Device-resident
+    values (IBuffer storage) are read and written in place: `device_resident`."""
+
+    device_resident = True
 
     def __init__(self, reference: GraphRunner, spec: PlanSpec, backend):
         self.reference = reference
@@ -53,17 +57,27 @@ class PlanRunner:
     def trace(self, inputs, graph_index: int = 0, deadline_ns: int | None = None):
         return self.reference.trace(inputs, graph_index, deadline_ns)
 
-    def run(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0,
-            deadline_ns: int | None = None) -> list[np.ndarray]:
+    def run(self, inputs: Sequence, graph_index: int = 0, deadline_ns: int | None = None,
+            out_buffers: dict | None = None) -> list:
+        """Outputs as host arrays, except those with an IBuffer in `out_buffers` (by output
+        position): written into its device storage and returned as DeviceValues."""
         if graph_index != 0 or not self._matches_plan(inputs):
-            return self.reference.run(inputs, graph_index, deadline_ns)  # shapes the plan was not built for
+            # Shapes the plan was not built for: the reference, on host copies.
+            host_inputs = [v.to_host() if isinstance(v, DeviceValue) else v for v in inputs]
+            return self.reference.run(host_inputs, graph_index, deadline_ns)
         with self._lock:
-            return self._run(inputs)
+            return self._run(inputs, out_buffers or {})
 
-    def _run(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    def _run(self, inputs: Sequence, out_buffers: dict) -> list:
         spec, backend = self.spec, self.backend
         host: dict[int, np.ndarray] = {}
+        device_inputs: dict[int, DeviceValue] = {}
         for idx, value in zip(self.graph.inputIndexes, inputs):
+            if isinstance(value, DeviceValue):
+                device_inputs[idx] = value
+                if idx in spec.device_tensors:
+                    backend.copy(self._buf(idx), value.buf, value.nbytes)
+                continue
             host[idx] = value
             if idx in spec.device_tensors:
                 backend.upload(self._buf(idx), value)
@@ -71,9 +85,12 @@ class PlanRunner:
             if isinstance(step, KernelStep):
                 backend.launch(self._kernels[id(step)], step.global_size, [self._buf(i) for i in step.args])
             else:
-                self._host_step(step, host)
+                self._host_step(step, host, device_inputs)
         outputs = []
-        for idx in self.graph.outputIndexes:
+        for k, idx in enumerate(self.graph.outputIndexes):
+            if k in out_buffers:
+                outputs.append(self._to_buffer(idx, host, out_buffers[k]))
+                continue
             if idx not in host:
                 arr = np.empty(spec.shapes[idx], dtype=dtype_of(self.graph.operands[idx].type))
                 backend.download(self._buf(idx), arr)
@@ -82,9 +99,23 @@ class PlanRunner:
         backend.synchronize()
         return outputs
 
-    def _host_step(self, step: HostStep, host: dict[int, np.ndarray]) -> None:
+    def _to_buffer(self, idx: int, host: dict, buffer) -> DeviceValue:
+        shape = self.spec.shapes[idx]
+        dtype = dtype_of(self.graph.operands[idx].type)
+        value = DeviceValue(None, shape, dtype, self.backend)
+        value.buf = buffer.storage(value.nbytes)
+        if idx in host:
+            self.backend.upload(value.buf, np.ascontiguousarray(host[idx]))
+        else:
+            self.backend.copy(value.buf, self._buf(idx), value.nbytes)
+        return value
+
+    def _host_step(self, step: HostStep, host: dict[int, np.ndarray], device_inputs: dict[int, DeviceValue]) -> None:
         values = []
         for idx in step.inputs:
+            if idx not in host and idx in device_inputs:
+                host[idx] = device_inputs[idx].to_host()
+                self.transfers += 1
             if idx not in host:
                 const = self.reference.constant(idx)
                 if const is not None or idx not in self.spec.device_tensors:

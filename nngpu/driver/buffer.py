@@ -32,42 +32,78 @@ class Role:
     index: int
 
 
+@dataclass
+class DeviceValue:
+    """A tensor value resident in device memory: an IBuffer's storage on a GPU backend."""
+
+    buf: object
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    backend: object
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def to_host(self) -> np.ndarray:
+        host = np.empty(self.shape, dtype=self.dtype)
+        self.backend.download(self.buf, host)
+        return host
+
+
 class DeviceBuffer(IBuffer):
-    def __init__(self, token: int, operand: Operand, dims: list[int], roles: set[Role]):
+    """On the numpy backend the value is a numpy array; on a device backend it lives in one
+    backend allocation (grown when a larger shape is written) and copyTo / copyFrom move it
+    straight between that allocation and the shared memory."""
+
+    def __init__(self, token: int, operand: Operand, dims: list[int], roles: set[Role], backend=None):
         self.token = token
         self.operand = operand          # type, scale, zeroPoint, extraParams shared by all roles
         self.dims = list(dims)          # what allocate could deduce (0 = unknown)
         self.roles = roles
-        self._data: np.ndarray | None = None
+        self.backend = backend
+        self._value: np.ndarray | DeviceValue | None = None
+        self._storage = None            # the backend allocation
+        self._capacity = 0
         self._lock = threading.Lock()
 
     @property
     def initialized(self) -> bool:
-        return self._data is not None
+        return self._value is not None
 
     @property
     def dtype(self) -> np.dtype:
         return dtype_of(self.operand.type)
 
+    def storage(self, nbytes: int):
+        """The backend allocation, grown to at least `nbytes` (device backends only)."""
+        if self._storage is None or self._capacity < nbytes:
+            self._storage = self.backend.alloc(max(nbytes, 1))
+            self._capacity = max(nbytes, 1)
+        return self._storage
+
     # ---- IBuffer ------------------------------------------------------------------------
     def copyTo(self, dst) -> ErrorStatus:
         with self._lock:
-            data = self._data
-        if data is None:
-            return ErrorStatus.GENERAL_FAILURE
-        if not isinstance(dst, Memory) or dst.size != data.nbytes:
-            return ErrorStatus.INVALID_ARGUMENT
-        try:
-            dst.view(0, data.nbytes)[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        except MemoryError_:
-            return ErrorStatus.INVALID_ARGUMENT
+            value = self._value
+            if value is None:
+                return ErrorStatus.GENERAL_FAILURE
+            if not isinstance(dst, Memory) or dst.size != value.nbytes:
+                return ErrorStatus.INVALID_ARGUMENT
+            try:
+                view = np.frombuffer(dst.view(0, value.nbytes), dtype=self.dtype).reshape(value.shape)
+                if isinstance(value, DeviceValue):
+                    self.backend.download(value.buf, view)
+                else:
+                    view[...] = value
+            except MemoryError_:
+                return ErrorStatus.INVALID_ARGUMENT
         return ErrorStatus.NONE
 
     def copyFrom(self, src, dimensions) -> ErrorStatus:
         status = self._copy_from(src, list(dimensions))
         if status != ErrorStatus.NONE:
-            with self._lock:
-                self._data = None
+            self.invalidate()
         return status
 
     def _copy_from(self, src, dimensions: list[int]) -> ErrorStatus:
@@ -81,12 +117,12 @@ class DeviceBuffer(IBuffer):
         need = nbytes_of(self.operand.type, dims)
         if src.size != need:
             return ErrorStatus.INVALID_ARGUMENT
+        shape = tuple(dims) if is_tensor(self.operand.type) else ()
         try:
-            data = np.frombuffer(src.view(0, need), dtype=self.dtype).copy()
+            data = np.frombuffer(src.view(0, need), dtype=self.dtype).reshape(shape)
         except MemoryError_:
             return ErrorStatus.INVALID_ARGUMENT
-        with self._lock:
-            self._data = data.reshape(dims) if is_tensor(self.operand.type) else data.reshape(())
+        self.write_from_output(data)
         return ErrorStatus.NONE
 
     # ---- used by the execution path -----------------------------------------------------
@@ -95,25 +131,34 @@ class DeviceBuffer(IBuffer):
             raise BufferUsageError(ErrorStatus.INVALID_ARGUMENT,
                                    f"buffer {self.token} has no {io} role {index} for this prepared model")
 
-    def read_for_input(self, request_dims: list[int]) -> np.ndarray:
+    def read_for_input(self, request_dims: list[int]) -> np.ndarray | DeviceValue:
         with self._lock:
-            data = self._data
-        if data is None:
+            value = self._value
+        if value is None:
             raise BufferUsageError(ErrorStatus.GENERAL_FAILURE, f"buffer {self.token} is used uninitialized")
-        if request_dims and list(request_dims) != list(data.shape):
-            raise BufferUsageError(ErrorStatus.INVALID_ARGUMENT, f"buffer {self.token} holds {list(data.shape)}")
-        return data  # read-only use: kernels never write their inputs
+        if request_dims and list(request_dims) != list(value.shape):
+            raise BufferUsageError(ErrorStatus.INVALID_ARGUMENT, f"buffer {self.token} holds {list(value.shape)}")
+        return value  # read-only use: kernels never write their inputs
 
-    def can_hold(self, value: np.ndarray) -> bool:
+    def can_hold(self, value) -> bool:
         return merge_dims(self.dims, list(value.shape)) is not None
 
-    def write_from_output(self, value: np.ndarray) -> None:
+    def write_from_output(self, value: np.ndarray | DeviceValue) -> None:
+        """Adopt an execution's output (already in this buffer's storage when a DeviceValue)."""
         with self._lock:
-            self._data = np.array(value, dtype=self.dtype, copy=True)
+            if isinstance(value, DeviceValue):
+                self._value = value
+            elif self.backend is None:
+                self._value = np.array(value, dtype=self.dtype, copy=True)
+            else:
+                host = np.ascontiguousarray(value, dtype=self.dtype)
+                buf = self.storage(host.nbytes)
+                self.backend.upload(buf, host)
+                self._value = DeviceValue(buf, tuple(host.shape), self.dtype, self.backend)
 
     def invalidate(self) -> None:
         with self._lock:
-            self._data = None
+            self._value = None
 
 
 class BufferTable:

@@ -222,7 +222,7 @@ class Device(IDevice):
         except (AllocateError, TypeError, AttributeError) as e:
             log.info("allocate: invalid: %s", e)
             return ErrorStatus.INVALID_ARGUMENT, None, 0
-        buffer = self._buffers.add(lambda token: DeviceBuffer(token, plan.operand, plan.dims, plan.roles))
+        buffer = self._buffers.add(lambda token: DeviceBuffer(token, plan.operand, plan.dims, plan.roles, self.backend))
         return ErrorStatus.NONE, buffer, buffer.token
 
 

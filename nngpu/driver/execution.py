@@ -26,7 +26,7 @@ from ..memory import MemoryError_
 from ..modelutil import fully_specified, merge_dims, nbytes_of
 from ..ops.dtypes import dtype_of, is_tensor
 from ..validation import ValidationError, validate_request
-from .buffer import BufferUsageError
+from .buffer import BufferUsageError, DeviceValue
 from .executor import ExecutionError, GraphRunner
 
 log = logging.getLogger("nngpu.execution")
@@ -166,7 +166,15 @@ class Pending:
         model = self.runner.model
         try:
             t1 = time.perf_counter_ns()
-            outputs = self.runner.run(self.inputs, deadline_ns=time.monotonic_ns() + self.loop_timeout_ns)
+            deadline = time.monotonic_ns() + self.loop_timeout_ns
+            if getattr(self.runner, "device_resident", False):
+                # Device-buffer inputs and outputs stay on the device (no host round trip).
+                out_buffers = {k: self.pools[a.location.poolIndex].buffer for k, a in enumerate(self.request.outputs)
+                               if not a.hasNoValue and self.pools[a.location.poolIndex].buffer is not None}
+                outputs = self.runner.run(self.inputs, deadline_ns=deadline, out_buffers=out_buffers)
+            else:
+                inputs = [v.to_host() if isinstance(v, DeviceValue) else v for v in self.inputs]
+                outputs = self.runner.run(inputs, deadline_ns=deadline)
             t2 = time.perf_counter_ns()
             failed = _write_outputs(model, self.request, self.pools, outputs)
         except ExecutionError as e:

@@ -345,7 +345,9 @@ def _reference(ctx: OpContext) -> list[np.ndarray]:
             ln_scale = _scale(ctx, LN_W[g])
             gt.ln, gt.ln_bias = ln, bias
             gt.m_ln = _multiplier(float(ln_scale), f"layer norm {g}")
-            gt.ln_guard = max(1, int(_f32(10000) * ln_scale))
+            # min, not max, as in the reference (and TFLite of its time): the guard is 0 or 1,
+            # and both mean "use 1" to GetInvSqrtQuantizedMultiplierExp
+            gt.ln_guard = min(1, int(_f32(10000) * ln_scale))
         return gt
 
     forget_gate = gate(G_FORGET)
@@ -368,6 +370,8 @@ def _reference(ctx: OpContext) -> list[np.ndarray]:
     o = sigmoid(gate(G_OUT).preactivation(x64, h64, cell))
     t = fx_tanh(cell, 15 + cell_shift)
     m_hidden = _multiplier(float(_f32(2.0 ** -15 / float(hidden_scale) * 2.0 ** -15)), "hidden state")
+    # the reference subtracts the hidden zero point here and adds zp * row sums back in the
+    # projection, so the hidden int8 value means scale * (q + zp)
     hidden = np.clip(_mbqm(o * t, m_hidden) - hidden_zp, -128, 127)
 
     if proj_w is not None:

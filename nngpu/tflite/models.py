@@ -33,6 +33,21 @@ def models_dir() -> Path:
     return Path(cache) / "nngpu" / "models"
 
 
+def candidate_dirs() -> list[Path]:
+    """Where tests look: models_dir(), then ~/.cache/nngpu/models (tests/conftest.py points
+    XDG_CACHE_HOME into the checkout, while ci/fetch-models.sh may have run without it)."""
+    dirs = [models_dir(), Path(os.path.expanduser("~")) / ".cache" / "nngpu" / "models"]
+    return list(dict.fromkeys(dirs))
+
+
+def find_model(name: str) -> Path | None:
+    """The cached file of model `name` from the first candidate folder that has it, or None."""
+    for d in candidate_dirs():
+        if model_path(name, d).is_file():
+            return model_path(name, d)
+    return None
+
+
 def model_path(name: str, root: Path | None = None) -> Path:
     return (root or models_dir()) / f"{name}.tflite"
 

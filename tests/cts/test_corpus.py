@@ -1,5 +1,7 @@
-"""The conformance corpus through the driver: a deterministic sample by default (about one case
-in eight, sync path; one in thirty-two also async), every case on every path with --full-cts."""
+"""The conformance corpus through the driver. By default a deterministic sample: one case in
+four on the sync path (one in sixteen also async and burst) on numpy, and one in thirty-two on
+each device backend (OpenCL via PoCL here). With --full-cts: every case, every path on numpy,
+and every case on the sync path of each device backend."""
 from __future__ import annotations
 
 import zlib
@@ -7,44 +9,44 @@ from pathlib import Path
 
 import pytest
 
+from nngpu.backends import device_backends
 from nngpu.cts.loader import load_cases
 from nngpu.cts.runner import run_case
 
 BUNDLED_CORPUS = Path(__file__).resolve().parents[1] / "data" / "nnapi-cts"
-
-SAMPLE_EVERY = 8
-ASYNC_EVERY = 32
-
-
-def _bucket(name: str) -> int:
-    return zlib.crc32(name.encode())
+SAMPLE_EVERY, ALL_PATHS_EVERY, DEVICE_EVERY = 4, 16, 32
 
 
 def _params(full: bool):
+    backends = device_backends()
     for case in load_cases(BUNDLED_CORPUS):
-        b = _bucket(case.version + case.name)
-        if full:
-            paths = ("sync", "async", "burst")
+        b = zlib.crc32((case.version + case.name).encode())
+        cid = f"{case.version}/{case.name}"
+        if full or b % ALL_PATHS_EVERY == 0:
+            yield pytest.param(case, "numpy", ("sync", "async", "burst"), id=f"numpy-all-{cid}")
         elif b % SAMPLE_EVERY == 0:
-            paths = ("sync", "async") if b % ASYNC_EVERY == 0 else ("sync",)
-        else:
-            continue
-        yield pytest.param(case, paths, id=f"{case.version}/{case.name}")
+            yield pytest.param(case, "numpy", ("sync",), id=f"numpy-sync-{cid}")
+        for backend in backends:
+            if full or (b // 7) % DEVICE_EVERY == 0:
+                yield pytest.param(case, backend, ("sync",), id=f"{backend}-sync-{cid}")
 
 
 def pytest_generate_tests(metafunc):
     if "cts_case" in metafunc.fixturenames:
         full = metafunc.config.getoption("--full-cts")
-        metafunc.parametrize("cts_case,paths", list(_params(full)))
+        metafunc.parametrize("cts_case,backend,paths", list(_params(full)))
 
 
-def test_corpus_case(device, cts_case, paths):
-    if "burst" in paths:
-        try:
-            import nngpu.burst  # noqa: F401
-        except ImportError:
-            paths = tuple(p for p in paths if p != "burst")
-    records = run_case(device, "numpy", cts_case, paths)
+_devices: dict = {}
+
+
+def test_corpus_case(cts_case, backend, paths):
+    from nngpu.driver.device import Device
+
+    if backend not in _devices:
+        _devices[backend] = Device(backend)
+    device = _devices[backend]
+    records = run_case(device, backend, cts_case, paths)
     failed = [f"{r.path}: {r.detail}" for r in records if r.result == "failed"]
     assert not failed, "; ".join(failed)
     skipped = [r for r in records if r.result == "skipped"]

@@ -4,6 +4,8 @@ import math
 import numpy as np
 import pytest
 
+from nngpu.backends import device_backends
+from nngpu.driver.buffer import DeviceValue
 from nngpu.driver.callbacks import PreparedModelCallback
 from nngpu.driver.device import Device
 from nngpu.hal import (
@@ -39,9 +41,9 @@ def prepare(device, t=T.TENSOR_FLOAT32, dims=SHAPE, scale=0.0, zp=0):
     return prepared
 
 
-@pytest.fixture(scope="module")
-def dev():
-    return Device("numpy")
+@pytest.fixture(scope="module", params=["numpy", *device_backends()])
+def dev(request):
+    return Device(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -142,20 +144,43 @@ def test_execution_chained_through_device_memory_matches_pools(dev, pm):
     token_arg = RequestArgument(False, DataLocation(1, 0, 0), [])
     _, mid, mid_token = dev.allocate(BufferDesc([]), [pm], [BufferRole(0, 0, 1.0)], [BufferRole(0, 0, 1.0)])
     # Step 1: (a + b) into device memory.
+    transfers = _count_transfers(dev)
     status, shapes, _ = _run(pm, [arg(0, 0, 24), arg(0, 24, 24)], [token_arg],
                              [MemoryPool(hidlMemory=inp), MemoryPool(token=mid_token)])
+    assert transfers.pop("download", 0) == 0  # the result did not come back to the host
     assert status == ErrorStatus.NONE and shapes[0].dimensions == list(SHAPE)
+    if dev.backend is not None:  # the intermediate stays in device memory
+        assert isinstance(mid._value, DeviceValue) and mid._value.buf is mid._storage
     # Step 2: (device memory + b) into a shared pool.
     out = allocate_shared(24)
+    transfers.clear()
     status, _, _ = _run(pm, [RequestArgument(False, DataLocation(1, 0, 0), []), arg(0, 24, 24)], [arg(2, 0, 24)],
                         [MemoryPool(hidlMemory=inp), MemoryPool(token=mid_token), MemoryPool(hidlMemory=out)])
     assert status == ErrorStatus.NONE
+    if dev.backend is not None:  # the device input was copied on the device, not uploaded
+        assert transfers == {"upload": 1, "copy": 1, "download": 1}
     # The same two steps through shared pools only.
     tmp, ref = allocate_shared(24), allocate_shared(24)
     _run(pm, [arg(0, 0, 24), arg(0, 24, 24)], [arg(1, 0, 24)], [inp, tmp])
     _run(pm, [arg(0, 0, 24), arg(1, 24, 24)], [arg(2, 0, 24)], [tmp, inp, ref])
     np.testing.assert_array_equal(out.array(np.float32), ref.array(np.float32))
     np.testing.assert_array_equal(out.array(np.float32).reshape(SHAPE), a + 2 * b)
+
+
+def _count_transfers(dev) -> dict:
+    """Counts the backend's host↔device and device copies (observation only: the real calls run)."""
+    counts: dict[str, int] = {}
+    if dev.backend is None:
+        return counts
+    for name in ("upload", "download", "copy"):
+        real = getattr(type(dev.backend), name)
+
+        def counted(self, *args, _real=real, _name=name):
+            counts[_name] = counts.get(_name, 0) + 1
+            return _real(self, *args)
+
+        setattr(dev.backend, name, counted.__get__(dev.backend))
+    return counts
 
 
 def test_buffer_role_and_state_are_enforced(dev, pm):
