@@ -18,7 +18,7 @@ from nngpu.hal import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTi
 from nngpu.memory import allocate_shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compiler"))
-from test_fusion import chain_model  # noqa: E402
+from test_fusion import ARITHMETIC, TRANSCENDENTAL, chain_model  # noqa: E402
 
 CHAIN_SHAPE = [4, 1024, 1024]  # 4 M elements
 
@@ -44,9 +44,10 @@ def request_for(inputs: list[np.ndarray], out_bytes: int) -> Request:
 
 @pytest.mark.parametrize("backend", device_backends())
 @pytest.mark.parametrize("fusion", [True, False], ids=["fused", "per-op"])
-def test_elementwise_chain(benchmark, backend, fusion):
-    benchmark.group = f"8-op chain, 4M float32, {backend}"
-    pm = prepared(Device(backend, fusion=fusion), chain_model(8, CHAIN_SHAPE))
+@pytest.mark.parametrize("kinds", [ARITHMETIC, TRANSCENDENTAL], ids=["arithmetic", "with-tanh-logistic"])
+def test_elementwise_chain(benchmark, backend, fusion, kinds):
+    benchmark.group = f"8-op chain ({'arithmetic' if kinds is ARITHMETIC else 'with tanh, logistic'}), 4M float32, {backend}"
+    pm = prepared(Device(backend, fusion=fusion), chain_model(8, CHAIN_SHAPE, kinds))
     x = np.random.default_rng(0).standard_normal(CHAIN_SHAPE, dtype=np.float32)
     req = request_for([x], x.nbytes)
     status = benchmark(pm.executeSynchronously, req, MeasureTiming.NO)[0]

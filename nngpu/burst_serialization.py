@@ -28,6 +28,13 @@ Binary layout: every datum is DATUM_SIZE = 24 bytes, little-endian, all unused b
 Deserialization checks the packet against itself: the first datum is packetInformation, its
 packetSize is the packet's length, every count is matched by exactly that many datums of the
 expected kind, booleans are 0 or 1, enums are known values. Anything else raises PacketError.
+
+Two routes with the same bytes and the same verdicts: the datum-list functions (serialize_* /
+*_to_bytes / *_from_bytes / deserialize_*), which mirror the spec's types one datum at a time,
+and the whole-packet codecs encode_request / decode_request / encode_result / decode_result,
+which the burst's hot path uses: one struct call per packet over a flat tuple of u32 words and
+no per-datum objects. A value the fast encoders cannot pack falls back to the datum route,
+which names it in the PacketError.
 """
 from __future__ import annotations
 
@@ -55,7 +62,8 @@ from .hal.types import (
 
 __all__ = ["DATUM_SIZE", "PacketError", "BurstRequest", "serialize_request", "deserialize_request",
            "serialize_result", "deserialize_result", "request_to_bytes", "request_from_bytes",
-           "result_to_bytes", "result_from_bytes", "request_packet_length", "result_packet_length"]
+           "result_to_bytes", "result_from_bytes", "request_packet_length", "result_packet_length",
+           "encode_request", "decode_request", "encode_result", "decode_result"]
 
 DATUM_SIZE = 24
 _WORDS = DATUM_SIZE // 4
@@ -300,3 +308,147 @@ def result_from_bytes(raw: bytes) -> list[FmqResultDatum]:
             raise PacketError(f"unknown datum kind {k}")
         out.append(FmqResultDatum(SK(k), v))
     return out
+
+
+# ---- whole packets <-> bytes: the hot path ---------------------------------------------------------
+# A packet is n datums = 6n little-endian u32 words; word 6i is datum i's discriminator.
+_PACKERS: dict[int, struct.Struct] = {}
+_MEASURES = {int(m): m for m in MeasureTiming}
+_STATUS_OF = {int(s): s for s in ErrorStatus}
+_RQ_INFO, _RQ_IN, _RQ_IN_DIM, _RQ_OUT, _RQ_OUT_DIM, _RQ_POOL, _RQ_MEASURE = (int(k) for k in RK)
+_RS_INFO, _RS_OPERAND, _RS_DIM, _RS_TIMING = (int(k) for k in SK)
+
+
+def _packer(n: int) -> struct.Struct:
+    """The Struct for an n-datum packet (cached: packets of a burst repeat their length)."""
+    s = _PACKERS.get(n)
+    if s is None:
+        if len(_PACKERS) >= 512:
+            _PACKERS.clear()
+        s = _PACKERS[n] = struct.Struct(f"<{n * _WORDS}I")
+    return s
+
+
+def _words(raw) -> tuple[int, tuple[int, ...]]:
+    n, rest = divmod(len(raw), DATUM_SIZE)
+    if rest or n == 0:
+        raise PacketError(f"{len(raw)} bytes is not a whole number of datums")
+    return n, _packer(n).unpack(raw)
+
+
+def encode_request(request: Request, measure: MeasureTiming, slots: list[int]) -> bytes:
+    """request_to_bytes(serialize_request(...)) in one pass."""
+    w = [_RQ_INFO, 0, len(request.inputs), len(request.outputs), len(slots), 0]
+    for args, info_kind, dim_kind in ((request.inputs, _RQ_IN, _RQ_IN_DIM), (request.outputs, _RQ_OUT, _RQ_OUT_DIM)):
+        for a in args:
+            if a.hasNoValue:
+                w += (info_kind, 1, 0, 0, 0, 0)
+                continue
+            loc, dims = a.location, a.dimensions
+            w += (info_kind, 0, loc.poolIndex, loc.offset, loc.length, len(dims))
+            for d in dims:
+                w += (dim_kind, d, 0, 0, 0, 0)
+    for s in slots:
+        w += (_RQ_POOL, s, 0, 0, 0, 0)
+    w += (_RQ_MEASURE, measure, 0, 0, 0, 0)
+    n = len(w) // _WORDS
+    w[1] = n
+    try:
+        if slots and max(slots) > _INT32_MAX:
+            raise struct.error("pool identifier beyond int32")
+        return _packer(n).pack(*w)
+    except (struct.error, TypeError):  # an odd value: the checked route converts it or names it
+        return request_to_bytes(serialize_request(request, measure, slots))
+
+
+def _decode_args(w: tuple[int, ...], pos: int, count: int, info_kind: int, dim_kind: int,
+                 last: int) -> tuple[list[RequestArgument], int]:
+    args = []
+    for k in range(count):  # every operand consumes a datum: a huge count fails within the packet
+        if pos > last or w[pos] != info_kind:
+            raise PacketError(f"datum {pos // _WORDS}: expected {RK(info_kind).name}")
+        no_value = w[pos + 1] & 0xFF
+        if no_value > 1:
+            raise PacketError("hasNoValue is not a boolean")
+        ndims = w[pos + 5]
+        stop = pos + _WORDS * (1 + ndims)
+        if ndims and (stop > last + _WORDS or w[pos + 6:stop:_WORDS].count(dim_kind) != ndims):
+            raise PacketError(f"operand {k}: {ndims} dimension values not found after datum {pos // _WORDS}")
+        args.append(RequestArgument(no_value == 1, DataLocation(w[pos + 2], w[pos + 3], w[pos + 4]),
+                                    list(w[pos + 7:stop:_WORDS])))
+        pos = stop
+    return args, pos
+
+
+def decode_request(raw) -> BurstRequest:
+    """deserialize_request(request_from_bytes(raw)) in one pass: the same checks, the same verdicts."""
+    n, w = _words(raw)
+    if w[0] != _RQ_INFO:
+        raise PacketError("a request packet starts with packetInformation")
+    if w[1] != n:
+        raise PacketError(f"packetSize {w[1]} but the packet has {n} datums")
+    last = (n - 1) * _WORDS
+    inputs, pos = _decode_args(w, _WORDS, w[2], _RQ_IN, _RQ_IN_DIM, last)
+    outputs, pos = _decode_args(w, pos, w[3], _RQ_OUT, _RQ_OUT_DIM, last)
+    npools = w[4]
+    stop = pos + _WORDS * npools
+    if stop > last + _WORDS or w[pos:stop:_WORDS].count(_RQ_POOL) != npools:
+        raise PacketError(f"{npools} pool identifiers not found at datum {pos // _WORDS}")
+    if stop != last or w[last] != _RQ_MEASURE:
+        raise PacketError("a request packet ends with exactly one measureTiming")
+    measure = _MEASURES.get(w[last + 1])
+    if measure is None:
+        raise PacketError(f"bad measureTiming {_signed(w[last + 1])}")
+    slots = list(w[pos + 1:stop:_WORDS])
+    if slots and max(slots) > _INT32_MAX:
+        raise PacketError("negative pool identifier")
+    return BurstRequest(inputs, outputs, slots, measure)
+
+
+def encode_result(status: ErrorStatus, shapes: list[OutputShape], timing: Timing) -> bytes:
+    """result_to_bytes(serialize_result(...)) in one pass."""
+    w = [_RS_INFO, 0, 0, status, len(shapes), 0]
+    for s in shapes:
+        dims = s.dimensions
+        w += (_RS_OPERAND, 0, 1 if s.isSufficient else 0, len(dims), 0, 0)
+        for d in dims:
+            w += (_RS_DIM, 0, d, 0, 0, 0)
+    dev, drv = timing.timeOnDevice, timing.timeInDriver
+    try:
+        w += (_RS_TIMING, 0, dev & _U32_MAX, dev >> 32, drv & _U32_MAX, drv >> 32)
+        n = len(w) // _WORDS
+        w[2] = n
+        if status not in _STATUS_OF:
+            raise struct.error("unknown status")
+        return _packer(n).pack(*w)
+    except (struct.error, TypeError):
+        return result_to_bytes(serialize_result(status, shapes, timing))
+
+
+def decode_result(raw) -> tuple[ErrorStatus, list[OutputShape], Timing]:
+    """deserialize_result(result_from_bytes(raw)) in one pass."""
+    n, w = _words(raw)
+    if w[0] != _RS_INFO:
+        raise PacketError("a result packet starts with packetInformation")
+    if w[2] != n:
+        raise PacketError(f"packetSize {w[2]} but the packet has {n} datums")
+    status = _STATUS_OF.get(_signed(w[3]))
+    if status is None:
+        raise PacketError(f"unknown errorStatus {_signed(w[3])}")
+    last = (n - 1) * _WORDS
+    shapes, pos = [], _WORDS
+    for k in range(w[4]):
+        if pos > last or w[pos] != _RS_OPERAND:
+            raise PacketError(f"datum {pos // _WORDS}: expected operandInformation")
+        sufficient = w[pos + 2] & 0xFF
+        if sufficient > 1:
+            raise PacketError("isSufficient is not a boolean")
+        ndims = w[pos + 3]
+        stop = pos + _WORDS * (1 + ndims)
+        if ndims and (stop > last + _WORDS or w[pos + 6:stop:_WORDS].count(_RS_DIM) != ndims):
+            raise PacketError(f"output {k}: {ndims} dimension values not found")
+        shapes.append(OutputShape(list(w[pos + 8:stop:_WORDS]), sufficient == 1))
+        pos = stop
+    if pos != last or w[last] != _RS_TIMING:
+        raise PacketError("a result packet ends with exactly one executionTiming")
+    return status, shapes, Timing(w[last + 2] | w[last + 3] << 32, w[last + 4] | w[last + 5] << 32)

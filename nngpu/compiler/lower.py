@@ -7,6 +7,7 @@ the host reference."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -188,7 +189,8 @@ def _render_group(d, graph, group: Group, exprs, heavy, shapes) -> KernelStep:
     size = int(np.prod(out_shape)) if out_shape else 1
     lines = [d.prelude, templates.helpers(d), f"{d.kernel} {name}({', '.join(sig)}) {{",
              f"    long i = {d.gid};", f"    if (i >= {size}) return;"]
-    lines += ["    " + s for s in coordinates(out_shape)]
+    if head is not None or any(re.search(r"\bc\d+\b", b) for b in body):
+        lines += ["    " + s for s in coordinates(out_shape)]  # only when an index needs them
     lines += ["    " + s for s in body]
     lines.append("    " + d.store(out_ctype, "out", "i", values[out_idx]))
     lines.append("}")

@@ -3,8 +3,9 @@ integer kernel ("8x8_16": int8 activations and weights, int16 gates and cell sta
 
 Each gate is two int8 matmuls (input, recurrent) rescaled to its intermediate int16 scale and
 accumulated with int16 saturation, plus optional peephole and integer layer normalization, then
-the gemmlowp int16 sigmoid (Q3.12 in) or tanh. The cell state is Q(15+log2 scale); the hidden
-state int8 at the given scale and zero point, optionally projected to the output.
+the gemmlowp int16 sigmoid (Q3.12 in) or tanh. The int16 cell state has 15 + log2(scale)
+integer bits; the int8 hidden state has the given scale and zero point and is optionally
+projected to the output.
 
 Where the reference drops or misreads data it clearly means to use, the TFLite kernel it was
 ported from is followed: the gate bias is added to the matmul when there is no layer norm, input
@@ -25,6 +26,7 @@ from ..hal.types import OperationType
 from .quant import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
+    round_half_away,
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
     wrap_int32,
@@ -81,11 +83,18 @@ def _presence_error(has) -> str | None:
 
 
 def _validate(ctx: OpContext) -> None:
-    """Prepare-time rules: required inputs present; some completion of the optional inputs that
-    are model inputs (present or not only at execution) must be a valid configuration."""
+    """Prepare-time rules: required inputs present, the cell scale and the constant scalars
+    usable; some completion of the optional inputs that are model inputs (present or not only
+    at execution) must be a valid configuration."""
     for i in REQUIRED:
         if ctx.is_omitted(i):
             raise OpError(f"required input {i} is omitted")
+    _cell_shift(ctx)
+    for i in INTER_SCALE + (HIDDEN_SCALE,):
+        if ctx.values[i] is not None:
+            _positive_scalar(ctx, i, f"input {i}")
+    if ctx.values[HIDDEN_ZP] is not None:
+        _hidden_zero_point(ctx)
     known: dict[int, bool] = {}
     unknown = []
     for i in OPTIONAL:
@@ -216,12 +225,8 @@ def _checked_log2(x: float) -> int | None:
     if not x > 0 or not math.isfinite(x):
         return None
     lg = math.log(x) / math.log(2.0)
-    r = round_half_away_scalar(lg)
+    r = int(round_half_away(lg))
     return r if abs(lg - r) < 1e-3 else None
-
-
-def round_half_away_scalar(v: float) -> int:
-    return int(math.copysign(math.floor(abs(v) + 0.5), v))
 
 
 # ---- the cell ------------------------------------------------------------------------------
@@ -253,7 +258,7 @@ class Gate:
         return g
 
 
-def sigmoid(v: np.ndarray) -> np.ndarray:
+def _sigmoid(v: np.ndarray) -> np.ndarray:
     """The gate sigmoid: Q3.12 in, Q0.15 out."""
     return fx_logistic(v, 3)
 
@@ -278,112 +283,125 @@ def _positive_scalar(ctx: OpContext, i: int, what: str) -> np.float32:
     return v
 
 
-def _reference(ctx: OpContext) -> list[np.ndarray]:
+def _cell_shift(ctx: OpContext) -> int:
+    """log2 of the cell state scale; the reference needs 2^-15 ... 2^-9 (tanh of 0..6 integer
+    bits)."""
+    shift = _checked_log2(float(_scale(ctx, PREV_CELL)))
+    if shift is None or not -15 <= shift <= -9:
+        raise OpError("cell state scale must be a power of two between 2^-15 and 2^-9")
+    return shift
+
+
+def _hidden_zero_point(ctx: OpContext) -> int:
+    zp = int(ctx.scalar(HIDDEN_ZP))
+    if not -128 <= zp <= 127:
+        raise OpError("hidden state zero point must fit int8")
+    return zp
+
+
+def _check_shapes(ctx: OpContext) -> tuple[int, int, int, bool]:
+    """The reference's prepare: presence rules and shapes. Returns (batch, numUnits,
+    outputSize, cifg)."""
     for i in REQUIRED:
         if not ctx.has_input(i):
             raise OpError(f"required input {i} has no value")
     err = _presence_error(ctx.has_input)
     if err:
         raise OpError(err)
-    x, h, c = ctx.input(INPUT), ctx.input(PREV_OUT), ctx.input(PREV_CELL)
-    if x.ndim != 2:
-        raise OpError("input must be 2-D")
-    batch, n_input = x.shape
+    x = ctx.input(INPUT)
     w_out = ctx.input(REC_W[G_OUT])
-    if w_out.ndim != 2:
-        raise OpError("recurrent weights must be 2-D")
-    n_cell, n_output = w_out.shape
+    if x.ndim != 2 or w_out.ndim != 2:
+        raise OpError("input and recurrent weights must be 2-D")
+    (batch, n_input), (n_cell, n_output) = x.shape, w_out.shape
     cifg = not ctx.has_input(IN_W[G_IN])
-    gates = [G_FORGET, G_CELL, G_OUT] if cifg else [G_IN, G_FORGET, G_CELL, G_OUT]
-    for g in gates:
+    for g in (G_FORGET, G_CELL, G_OUT) if cifg else range(4):
         _shape_check(ctx.input(IN_W[g]), (n_cell, n_input), f"input {IN_W[g]}")
         _shape_check(ctx.input(REC_W[g]), (n_cell, n_output), f"input {REC_W[g]}")
         _shape_check(ctx.input(BIAS[g]), (n_cell,), f"input {BIAS[g]}")
         _shape_check(_opt(ctx, LN_W[g]), (n_cell,), f"input {LN_W[g]}")
     for i in PEEP_W:
         _shape_check(_opt(ctx, i), (n_cell,), f"input {i}")
-    proj_w, proj_b = _opt(ctx, PROJ_W), _opt(ctx, PROJ_B)
-    _shape_check(proj_w, (n_output, n_cell), "projection weights")
-    _shape_check(proj_b, (n_output,), "projection bias")
-    _shape_check(h, (batch, n_output), "previous output")
-    _shape_check(c, (batch, n_cell), "previous cell state")
-    if proj_w is None and n_output != n_cell:
+    _shape_check(_opt(ctx, PROJ_W), (n_output, n_cell), "projection weights")
+    _shape_check(_opt(ctx, PROJ_B), (n_output,), "projection bias")
+    _shape_check(ctx.input(PREV_OUT), (batch, n_output), "previous output")
+    _shape_check(ctx.input(PREV_CELL), (batch, n_cell), "previous cell state")
+    if not ctx.has_input(PROJ_W) and n_output != n_cell:
         raise OpError("without projection the output size must equal the number of units")
+    return batch, n_cell, n_output, cifg
 
-    cell_shift = _checked_log2(float(_scale(ctx, PREV_CELL)))
-    if cell_shift is None or not -15 <= cell_shift <= -9:
-        raise OpError("cell state scale must be a power of two between 2^-15 and 2^-9")
-    inter = [_positive_scalar(ctx, INTER_SCALE[g], f"intermediate scale {g}") for g in range(4)]
-    hidden_scale = _positive_scalar(ctx, HIDDEN_SCALE, "hidden state scale")
-    hidden_zp = int(ctx.scalar(HIDDEN_ZP))
-    if not -128 <= hidden_zp <= 127:
-        raise OpError("hidden state zero point must fit int8")
-    cell_clip = float(ctx.scalar(CELL_CLIP, 0.0))
-    proj_clip = float(ctx.scalar(PROJ_CLIP, 0.0))
 
+def _gate(ctx: OpContext, g: int, inter: np.float32, cell_shift: int) -> Gate:
+    """One gate's weights with its effective biases and multipliers."""
     in_scale, in_zp = _scale(ctx, INPUT), ctx.in_operand(INPUT).zeroPoint
     out_scale, out_zp = _scale(ctx, PREV_OUT), ctx.in_operand(PREV_OUT).zeroPoint
-    x64, h64, c64 = x.astype(np.int64), h.astype(np.int64), c.astype(np.int64)
+    w_in, w_rec = ctx.input(IN_W[g]), ctx.input(REC_W[g])
+    ln = _opt(ctx, LN_W[g])
+    bias = ctx.input(BIAS[g])
+    # products and quotients of float scales are float32 in the reference
+    gate = Gate(w_in, w_rec,
+                _effective_bias(w_in, -in_zp, None if ln is not None else bias),
+                _effective_bias(w_rec, -out_zp, None),
+                _multiplier(float(_scale(ctx, IN_W[g]) * in_scale / inter), f"input-to-gate {g}"),
+                _multiplier(float(_scale(ctx, REC_W[g]) * out_scale / inter), f"recurrent-to-gate {g}"))
+    if g in PEEP_OF_GATE and ctx.has_input(PEEP_W[PEEP_OF_GATE[g]]):
+        k = PEEP_W[PEEP_OF_GATE[g]]
+        gate.peep = ctx.input(k)
+        # 2^cellShift is a double there, so the quotient is too, stored as float
+        gate.m_peep = _multiplier(float(_f32(2.0 ** cell_shift * float(_scale(ctx, k)) / float(inter))),
+                                  f"cell-to-gate {g}")
+    if ln is not None:
+        ln_scale = _scale(ctx, LN_W[g])
+        gate.ln, gate.ln_bias = ln, bias
+        gate.m_ln = _multiplier(float(ln_scale), f"layer norm {g}")
+        # min, not max, as in the reference (and TFLite of its time): the guard is 0 or 1,
+        # and both mean "use 1" to GetInvSqrtQuantizedMultiplierExp
+        gate.ln_guard = min(1, int(_f32(10000) * ln_scale))
+    return gate
 
-    def gate(g: int) -> Gate:
-        w_in, w_rec = ctx.input(IN_W[g]), ctx.input(REC_W[g])
-        ln = _opt(ctx, LN_W[g])
-        bias = ctx.input(BIAS[g])
-        # the products of scales are float32 in the reference; the quotient is float32 too
-        gt = Gate(w_in, w_rec,
-                  _effective_bias(w_in, -in_zp, None if ln is not None else bias),
-                  _effective_bias(w_rec, -out_zp, None),
-                  _multiplier(float(_scale(ctx, IN_W[g]) * in_scale / inter[g]), f"input-to-gate {g}"),
-                  _multiplier(float(_scale(ctx, REC_W[g]) * out_scale / inter[g]), f"recurrent-to-gate {g}"))
-        if g in PEEP_OF_GATE and ctx.has_input(PEEP_W[PEEP_OF_GATE[g]]):
-            k = PEEP_W[PEEP_OF_GATE[g]]
-            gt.peep = ctx.input(k)
-            # 2^cellShift is a double in the reference; the result is stored as float
-            gt.m_peep = _multiplier(float(_f32(2.0 ** cell_shift * float(_scale(ctx, k)) / float(inter[g]))),
-                                    f"cell-to-gate {g}")
-        if ln is not None:
-            ln_scale = _scale(ctx, LN_W[g])
-            gt.ln, gt.ln_bias = ln, bias
-            gt.m_ln = _multiplier(float(ln_scale), f"layer norm {g}")
-            # min, not max, as in the reference (and TFLite of its time): the guard is 0 or 1,
-            # and both mean "use 1" to GetInvSqrtQuantizedMultiplierExp
-            gt.ln_guard = min(1, int(_f32(10000) * ln_scale))
-        return gt
 
-    forget_gate = gate(G_FORGET)
-    f = sigmoid(forget_gate.preactivation(x64, h64, c64))
-    g_cell = fx_tanh(gate(G_CELL).preactivation(x64, h64, c64), 3)
-    if cifg:
-        i = I16_MAX - f
-    else:
-        i = sigmoid(gate(G_IN).preactivation(x64, h64, c64))
+def _clip_bound(clip: float, scale: np.float32, limit: int) -> int:
+    """A clip threshold in quantized units (float32 quotient, truncated); 0: no clipping."""
+    if not clip > 0:
+        return 0
+    return int(min(max(_f32(clip) / scale, -float(limit + 1)), float(limit)))
 
-    # cell update: f * c_prev in Q0.15 * cell scale, i * g rescaled to the cell scale
-    fc = _wrap16(rounding_divide_by_pot(f * c64, 15))
+
+def _reference(ctx: OpContext) -> list[np.ndarray]:
+    batch, n_cell, n_output, cifg = _check_shapes(ctx)
+    cell_shift = _cell_shift(ctx)
+    inter = [_positive_scalar(ctx, INTER_SCALE[g], f"intermediate scale {g}") for g in range(4)]
+    hidden_scale = _positive_scalar(ctx, HIDDEN_SCALE, "hidden state scale")
+    hidden_zp = _hidden_zero_point(ctx)
+    gates = {g: _gate(ctx, g, inter[g], cell_shift) for g in ((G_FORGET, G_CELL, G_OUT) if cifg else range(4))}
+    out_scale, out_zp = _scale(ctx, PREV_OUT), ctx.in_operand(PREV_OUT).zeroPoint
+    x, h, c = (ctx.input(i).astype(np.int64) for i in (INPUT, PREV_OUT, PREV_CELL))
+
+    f = _sigmoid(gates[G_FORGET].preactivation(x, h, c))
+    g_cell = fx_tanh(gates[G_CELL].preactivation(x, h, c), 3)
+    i = I16_MAX - f if cifg else _sigmoid(gates[G_IN].preactivation(x, h, c))
+    # f * c_prev keeps the cell scale; i * g (Q0.15 * Q0.15) is rescaled to it
+    fc = _wrap16(rounding_divide_by_pot(f * c, 15))
     ig = _wrap16(rounding_divide_by_pot(i * g_cell, 30 + cell_shift))
     cell = np.clip(fc + ig, I16_MIN, I16_MAX)
-    if cell_clip > 0:
-        q_clip = int(min(max(_f32(cell_clip) / _scale(ctx, PREV_CELL), -32768.0), 32767.0))
-        if q_clip > 0:
-            cell = np.clip(cell, -q_clip, q_clip)
+    q_clip = _clip_bound(float(ctx.scalar(CELL_CLIP, 0.0)), _scale(ctx, PREV_CELL), I16_MAX)
+    if q_clip > 0:
+        cell = np.clip(cell, -q_clip, q_clip)
 
-    o = sigmoid(gate(G_OUT).preactivation(x64, h64, cell))
+    o = _sigmoid(gates[G_OUT].preactivation(x, h, cell))  # the output peephole sees the new cell
     t = fx_tanh(cell, 15 + cell_shift)
     m_hidden = _multiplier(float(_f32(2.0 ** -15 / float(hidden_scale) * 2.0 ** -15)), "hidden state")
     # the reference subtracts the hidden zero point here and adds zp * row sums back in the
     # projection, so the hidden int8 value means scale * (q + zp)
-    hidden = np.clip(_mbqm(o * t, m_hidden) - hidden_zp, -128, 127)
+    out = np.clip(_mbqm(o * t, m_hidden) - hidden_zp, -128, 127)
 
+    proj_w = _opt(ctx, PROJ_W)
     if proj_w is not None:
         m_proj = _multiplier(float(_scale(ctx, PROJ_W) * hidden_scale / out_scale), "projection")
-        eff = _effective_bias(proj_w, hidden_zp, proj_b)
-        out = _mat_acc(hidden, proj_w, eff, m_proj, np.zeros((batch, n_output), np.int64), out_zp, -128, 127)
-        if proj_clip > 0:
-            q_clip = int(min(max(_f32(proj_clip) / out_scale, -128.0), 127.0))
-            if q_clip > 0:
-                out = np.clip(out, -q_clip, q_clip)
-    else:
-        out = hidden
+        eff = _effective_bias(proj_w, hidden_zp, _opt(ctx, PROJ_B))
+        out = _mat_acc(out, proj_w, eff, m_proj, np.zeros((batch, n_output), np.int64), out_zp, -128, 127)
+        q_clip = _clip_bound(float(ctx.scalar(PROJ_CLIP, 0.0)), out_scale, 127)
+        if q_clip > 0:
+            out = np.clip(out, -q_clip, q_clip)
     out = out.astype(np.int8)
     return [out, cell.astype(np.int16), out.copy()]
 

@@ -1,11 +1,14 @@
 """Errors of the TFLite importer (ImportError subclasses, so callers can catch one family)."""
 from __future__ import annotations
 
-from .reader import TFLiteFormatError
 
 
 class TFLiteImportError(ImportError):
     """The .tflite model cannot be expressed as an NNAPI model."""
+
+
+class TFLiteFormatError(TFLiteImportError):
+    """The file is not a readable .tflite flatbuffer (or the parser package is missing)."""
 
 
 class UnsupportedOperatorError(TFLiteImportError):

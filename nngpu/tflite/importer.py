@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hal.types import FusedActivationFunc, Model, Model_1_3, OperandLifeTime, OperandType, OperationType
+from ..hal.types import FusedActivationFunc, Model, Model_1_3, OperandLifeTime, OperandType
 from .builder import GraphBuilder
 from .errors import TFLiteImportError, UnsupportedOperatorError
 from .fold import FoldError, dequantize, fold_constants
@@ -23,8 +23,7 @@ from .tensors import FLOAT16, FLOAT32, nn_dims, numpy_dtype, operand_spec
 T = OperandType
 L = OperandLifeTime
 
-# TFLite ActivationFunctionType -> the NNAPI op applying it after an op that cannot fuse it.
-_ACT_OPS = {1: OperationType.RELU, 2: OperationType.RELU1, 3: OperationType.RELU6, 4: OperationType.TANH}
+_ACT_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
 
 
 @dataclass
@@ -45,6 +44,7 @@ class ImportedModel:
     folded: int = 0                                # operators folded into constants
     description: str = ""
     op_counts: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # options TFLite itself ignores, by operator
 
     @property
     def input_names(self) -> list[str]:
@@ -66,7 +66,6 @@ class OpCtx:
         self.b: GraphBuilder = imp.b
         self.op = op
         self.opts = op.options
-        self._pending: list[tuple[OperationType, int, int]] = []
 
     # ---- tensors ---------------------------------------------------------------------------
     def has(self, k: int) -> bool:
@@ -108,23 +107,18 @@ class OpCtx:
     def emit(self, op_type: OperationType, inputs: list[int], outputs: list[int]) -> None:
         self.b.op(op_type, inputs, outputs)
 
-    def activation(self, act: int, out: int, fusable: bool = True) -> tuple[int, int]:
-        """(NNAPI fused code, operand the main op writes). An activation NNAPI cannot fuse here
-        (TANH, or any on an op without a fuse input) becomes its own op, emitted by flush()."""
+    def activation(self, act: int, fusable: bool = True) -> int:
+        """The NNAPI fused code for TFLite activation `act`. TFLite's kernels apply only the RELU
+        family, and only on ops with a fused input: anything else (TANH / SIGN_BIT, or any
+        activation on CONCATENATION / L2_NORMALIZATION) is a no-op there, so it maps to NONE
+        and is recorded as a warning rather than invented."""
         if act == 0:
-            return FusedActivationFunc.NONE, out
+            return FusedActivationFunc.NONE
         if fusable and act in (1, 2, 3):
-            return act, out
-        if act not in _ACT_OPS:
-            self.unsupported(f"fused activation {act} has no NNAPI counterpart")
-        tmp = self.b.like(out)
-        self._pending.append((_ACT_OPS[act], tmp, out))
-        return FusedActivationFunc.NONE, tmp
-
-    def flush(self) -> None:
-        for op_type, src, dst in self._pending:
-            self.b.op(op_type, [src], [dst])
-        self._pending.clear()
+            return act
+        self.imp.warnings.append(f"operator #{self.op.index} {self.op.name}: fused activation "
+                                 f"{_ACT_NAMES.get(act, act)} is ignored, as the TFLite kernel ignores it")
+        return FusedActivationFunc.NONE
 
     def unsupported(self, reason: str = ""):
         raise UnsupportedOperatorError(self.op.name, self.op.index, reason)
@@ -136,6 +130,7 @@ class _Importer:
         self.b = GraphBuilder()
         self.cache: dict[int, int] = {}
         self.float_cache: dict[int, int] = {}
+        self.warnings: list[str] = []
 
     def operand_for(self, t: Tensor) -> int:
         idx = self.cache.get(t.index)
@@ -180,7 +175,6 @@ class _Importer:
                 raise
             except Exception as e:  # malformed options/tensors: name the operator
                 raise UnsupportedOperatorError(op.name, op.index, f"cannot map: {type(e).__name__}: {e}") from e
-            ctx.flush()
         for t in self.g.outputs:
             tensor = self.g.tensors[t]
             if t not in self.cache or self.b.operands[self.cache[t]].lifetime != L.SUBGRAPH_OUTPUT:
@@ -217,7 +211,7 @@ def import_graph(graph: TFLiteGraph, validate: bool = True) -> ImportedModel:
         counts[op.name] = counts.get(op.name, 0) + 1
     return ImportedModel(model, [_io(graph.tensors[t]) for t in graph.inputs],
                          [_io(graph.tensors[t]) for t in graph.outputs], max(version, 12), len(folded),
-                         graph.description, counts)
+                         graph.description, counts, imp.warnings)
 
 
 def import_tflite(data: bytes, validate: bool = True) -> ImportedModel:

@@ -57,8 +57,8 @@ _BINARY_FUSED = {"ADD": Op.ADD, "SUB": Op.SUB, "MUL": Op.MUL, "DIV": Op.DIV}
 
 @mapper(*_BINARY_FUSED)
 def _binary_fused(c: OpCtx) -> None:
-    code, out = c.activation(_act(c), c.out())
-    c.emit(_BINARY_FUSED[c.op.name], [c.inp(0), c.inp(1), c.b.i32(code)], [out])
+    code = c.activation(_act(c))
+    c.emit(_BINARY_FUSED[c.op.name], [c.inp(0), c.inp(1), c.b.i32(code)], [c.out()])
 
 
 _BINARY = {"MAXIMUM": Op.MAXIMUM, "MINIMUM": Op.MINIMUM, "POW": Op.POW, "LESS": Op.LESS,
@@ -112,8 +112,8 @@ def _leaky_relu(c: OpCtx) -> None:
 
 @mapper("L2_NORMALIZATION")
 def _l2_norm(c: OpCtx) -> None:
-    _, out = c.activation(_act(c), c.out(), fusable=False)
-    c.emit(Op.L2_NORMALIZATION, [c.inp(0)], [out])
+    c.activation(_act(c), fusable=False)
+    c.emit(Op.L2_NORMALIZATION, [c.inp(0)], [c.out()])
 
 
 @mapper("LOCAL_RESPONSE_NORMALIZATION")
@@ -152,9 +152,9 @@ def _conv_2d(c: OpCtx) -> None:
     as_float = c.is_float(0)
     x, w = c.inp(0), c.inp(1, as_float)
     b = _bias(c, 2, c.t_in(1).shape[0], x, w)
-    code, out = c.activation(_act(c), c.out())
+    code = c.activation(_act(c))
     ins = [x, w, b, c.b.i32(_padding(o.Padding())), c.b.i32(o.StrideW()), c.b.i32(o.StrideH()), c.b.i32(code)]
-    c.emit(Op.CONV_2D, _dilation(c, ins), [out])
+    c.emit(Op.CONV_2D, _dilation(c, ins), [c.out()])
 
 
 @mapper("DEPTHWISE_CONV_2D")
@@ -164,12 +164,12 @@ def _depthwise_conv_2d(c: OpCtx) -> None:
     x, w = c.inp(0), c.inp(1, as_float)
     out_channels, in_channels = c.t_in(1).shape[3], c.t_in(0).shape[3]
     b = _bias(c, 2, out_channels, x, w)
-    code, out = c.activation(_act(c), c.out())
+    code = c.activation(_act(c))
     # The multiplier follows from the shapes (some converters leave the option stale).
     multiplier = out_channels // in_channels if in_channels else int(o.DepthMultiplier())
     ins = [x, w, b, c.b.i32(_padding(o.Padding())), c.b.i32(o.StrideW()), c.b.i32(o.StrideH()),
            c.b.i32(multiplier), c.b.i32(code)]
-    c.emit(Op.DEPTHWISE_CONV_2D, _dilation(c, ins), [out])
+    c.emit(Op.DEPTHWISE_CONV_2D, _dilation(c, ins), [c.out()])
 
 
 def _transpose_conv(c: OpCtx, x_k: int, w_k: int, b_k: int | None, padding: int, sw: int, sh: int,
@@ -178,9 +178,9 @@ def _transpose_conv(c: OpCtx, x_k: int, w_k: int, b_k: int | None, padding: int,
     x, w = c.inp(x_k), c.inp(w_k, as_float)
     b = _bias(c, b_k if b_k is not None else 99, c.t_in(w_k).shape[0], x, w)
     shape = c.b.i32_tensor(c.t_out().shape)
-    code, out = c.activation(act, c.out())
+    code = c.activation(act)
     c.emit(Op.TRANSPOSE_CONV_2D, [x, w, b, shape, c.b.i32(padding), c.b.i32(sw), c.b.i32(sh), c.b.i32(code),
-                                  c.b.boolean(False)], [out])
+                                  c.b.boolean(False)], [c.out()])
 
 
 @mapper("TRANSPOSE_CONV")
@@ -216,9 +216,7 @@ def _fully_connected(c: OpCtx) -> None:
     # NNAPI's output is [batch, units]; keep_num_dims (or any other TFLite shape) gets a RESHAPE.
     reshape = list(c.t_out().shape) != [batch, units]
     fc_out = c.b.like(final, [batch, units]) if reshape else final
-    code, target = c.activation(_act(c), fc_out)
-    c.emit(Op.FULLY_CONNECTED, [x, w, b, c.b.i32(code)], [target])
-    c.flush()
+    c.emit(Op.FULLY_CONNECTED, [x, w, b, c.b.i32(c.activation(_act(c)))], [fc_out])
     if reshape:
         c.emit(Op.RESHAPE, [fc_out, c.b.i32_tensor(c.t_out().shape or [1])], [final])
 
@@ -229,10 +227,10 @@ _POOLS = {"AVERAGE_POOL_2D": Op.AVERAGE_POOL_2D, "MAX_POOL_2D": Op.MAX_POOL_2D, 
 @mapper(*_POOLS)
 def _pool(c: OpCtx) -> None:
     o = c.opts
-    code, out = c.activation(_act(c), c.out())
+    code = c.activation(_act(c))
     c.emit(_POOLS[c.op.name], [c.inp(0), c.b.i32(_padding(o.Padding())), c.b.i32(o.StrideW()),
                                c.b.i32(o.StrideH()), c.b.i32(o.FilterWidth()), c.b.i32(o.FilterHeight()),
-                               c.b.i32(code)], [out])
+                               c.b.i32(code)], [c.out()])
 
 
 # ---- shape and data movement -----------------------------------------------------------------
@@ -265,9 +263,9 @@ def _expand_dims(c: OpCtx) -> None:
 @mapper("CONCATENATION")
 def _concatenation(c: OpCtx) -> None:
     rank = len(c.t_out().shape)
-    _, out = c.activation(_act(c), c.out(), fusable=False)
+    c.activation(_act(c), fusable=False)
     ins = [c.inp(k) for k in range(len(c.op.inputs))]
-    c.emit(Op.CONCATENATION, ins + [c.b.i32(_axis(int(c.opts.Axis()), rank))], [out])
+    c.emit(Op.CONCATENATION, ins + [c.b.i32(_axis(int(c.opts.Axis()), rank))], [c.out()])
 
 
 @mapper("PACK")

@@ -8,15 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import TFLiteFormatError
+
 try:
     import tflite as _fb
 except ImportError as e:  # the `tflite` package is an optional dependency of nngpu
     _fb = None
     _IMPORT_ERROR = e
-
-
-class TFLiteFormatError(ImportError):
-    """The file is not a readable .tflite flatbuffer (or the parser package is missing)."""
 
 
 # tflite.TensorType value -> numpy dtype (None: a type NNAPI has no counterpart for).

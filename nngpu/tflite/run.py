@@ -53,6 +53,8 @@ def run_tflite(args) -> int:
     ops = sum(imported.op_counts.values())
     print(f"model: {path.name}: {ops} TFLite operators ({imported.folded} folded into constants) -> "
           f"{len(_operations(imported.model))} NNAPI operations, HAL {imported.version // 10}.{imported.version % 10}")
+    for w in imported.warnings:
+        print(f"warning: {w}", file=err)
     try:
         inputs = _inputs(args, imported)
     except (OSError, ValueError) as e:

@@ -20,25 +20,30 @@ def _operand(t, dims, life, consumers=1, loc=None):
     return Operand(t, dims, consumers, 0.0, 0, life, loc or DataLocation())
 
 
-def chain_model(n_ops: int = 8, shape=SHAPE) -> Model:
-    """x → ADD(x, c) → MUL → TANH → SUB → LOGISTIC → ... (n_ops elementwise ops)."""
-    values = bytearray(np.float32(0.5).tobytes() + np.int32(0).tobytes() + np.int32(1).tobytes())
-    operands = [_operand(T.TENSOR_FLOAT32, shape, OperandLifeTime.SUBGRAPH_INPUT, n_ops),
+TRANSCENDENTAL = (Op.ADD, Op.MUL, Op.TANH, Op.SUB, Op.LOGISTIC, Op.MAXIMUM, Op.DIV, Op.RELU6)
+ARITHMETIC = (Op.ADD, Op.MUL, Op.SUB, Op.MAXIMUM, Op.DIV, Op.RELU6, Op.MINIMUM, Op.ABS)
+_WITH_ACTIVATION = {Op.ADD, Op.SUB, Op.MUL, Op.DIV}
+_TWO_INPUTS = {Op.MAXIMUM, Op.MINIMUM, Op.POW, Op.PRELU}
+
+
+def chain_model(n_ops: int = 8, shape=SHAPE, kinds=TRANSCENDENTAL) -> Model:
+    """x → op(x, c) → op → ... : n_ops elementwise ops, c a broadcast constant 0.5."""
+    values = np.float32(0.5).tobytes() + np.int32(0).tobytes() + np.int32(1).tobytes()
+    operands = [_operand(T.TENSOR_FLOAT32, shape, OperandLifeTime.SUBGRAPH_INPUT),
                 _operand(T.TENSOR_FLOAT32, [1], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 0, 4)),
-                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 4, 4)),
-                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 8, 4))]
+                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 4, 4)),   # NONE
+                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 8, 4))]   # RELU
     ops, prev = [], 0
-    kinds = [Op.ADD, Op.MUL, Op.TANH, Op.SUB, Op.LOGISTIC, Op.MAXIMUM, Op.DIV, Op.RELU6]
     for k in range(n_ops):
         kind = kinds[k % len(kinds)]
         out = len(operands)
-        life = OperandLifeTime.SUBGRAPH_OUTPUT if k == n_ops - 1 else OperandLifeTime.TEMPORARY_VARIABLE
-        operands.append(_operand(T.TENSOR_FLOAT32, shape, life, 0 if k == n_ops - 1 else 1))
-        if kind in (Op.ADD, Op.MUL, Op.SUB, Op.DIV):
-            act = 3 if kind == Op.ADD else 2
-            ins = [prev, 1, act] if kind != Op.DIV else [prev, 0, 2]
-        elif kind == Op.MAXIMUM:
-            ins = [prev, 0]
+        last = k == n_ops - 1
+        operands.append(_operand(T.TENSOR_FLOAT32, shape,
+                                 OperandLifeTime.SUBGRAPH_OUTPUT if last else OperandLifeTime.TEMPORARY_VARIABLE))
+        if kind in _WITH_ACTIVATION:
+            ins = [prev, 1, 3 if kind == Op.ADD else 2]
+        elif kind in _TWO_INPUTS:
+            ins = [prev, 1]
         else:
             ins = [prev]
         ops.append(Operation(kind, ins, [out]))
@@ -49,7 +54,7 @@ def chain_model(n_ops: int = 8, shape=SHAPE) -> Model:
             counts[i] += 1
     for i, c in enumerate(counts):
         operands[i].numberOfConsumers = c
-    return Model(operands, ops, [0], [prev], bytes(values))
+    return Model(operands, ops, [0], [prev], values)
 
 
 def test_elementwise_chain_becomes_one_kernel():
@@ -71,12 +76,13 @@ def test_intermediates_share_buffers_when_unfused():
 
 @pytest.mark.parametrize("backend", device_backends())
 @pytest.mark.parametrize("fusion", [True, False])
-def test_plan_matches_reference(backend, fusion):
+@pytest.mark.parametrize("kinds", [TRANSCENDENTAL, ARITHMETIC], ids=["transcendental", "arithmetic"])
+def test_plan_matches_reference(backend, fusion, kinds):
     from nngpu.driver.device import Device
 
     x = np.linspace(-3, 3, int(np.prod(SHAPE)), dtype=np.float32).reshape(SHAPE)
-    ref = run_model(chain_model(), [x], [x.nbytes], Device("numpy"))
-    got = run_model(chain_model(), [x], [x.nbytes], Device(backend, fusion=fusion))
+    ref = run_model(chain_model(kinds=kinds), [x], [x.nbytes], Device("numpy"))
+    got = run_model(chain_model(kinds=kinds), [x], [x.nbytes], Device(backend, fusion=fusion))
     np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-6, atol=1e-6)
 
 

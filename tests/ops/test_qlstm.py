@@ -38,7 +38,7 @@ def _sigmoid(v):
 
 def _case(batch=2, n_in=5, n_cell=4, n_out=4, cifg=False, peephole=False, layer_norm=False,
           projection=False, cell_clip=0.0, proj_clip=0.0, hidden_zp=0, big=False, const=False,
-          seed=0):
+          cell_s=CELL_S, seed=0):
     """The 32 operands of one QUANTIZED_LSTM and the float model's expected outputs."""
     rng = np.random.default_rng(seed)
     wmax = 127 if big else 60
@@ -67,7 +67,7 @@ def _case(batch=2, n_in=5, n_cell=4, n_out=4, cifg=False, peephole=False, layer_
     ins += [_absent(I32, [n_cell]) if cifg and g == 0 else t(I32, bias[g]) for g in range(4)]
     ins += [t(Q8, w_proj, W_S) if projection else _absent(Q8, [n_out, n_cell], W_S),
             t(I32, b_proj) if projection else _absent(I32, [n_out])]
-    ins += [tensor(S8, h, H_S, H_ZP), tensor(Q16, c, CELL_S)]
+    ins += [tensor(S8, h, H_S, H_ZP), tensor(Q16, c, cell_s)]
     ins += [t(Q16, ln[g], LN_S) if layer_norm and not (cifg and g == 0) else _absent(Q16, [n_cell], LN_S)
             for g in range(4)]
     inter = 2.0 ** -11 if layer_norm else INTER
@@ -75,21 +75,24 @@ def _case(batch=2, n_in=5, n_cell=4, n_out=4, cifg=False, peephole=False, layer_
     ins += [scalar(T.INT32, hidden_zp), scalar(F32, HID_S)]
 
     # float model
-    xr, hr, cr = (x - X_ZP) * X_S, (h - H_ZP) * H_S, c * CELL_S
+    xr, hr, cr = (x - X_ZP) * X_S, (h - H_ZP) * H_S, c * cell_s
 
     def pre(g, cell):
-        acc = xr @ (w_in[g] * W_S).T + hr @ (w_rec[g] * W_S).T
+        # each term is rounded to the intermediate scale, as the kernel does: the layer norm
+        # of a row with a small spread is sensitive to it
+        terms = [xr @ (w_in[g] * W_S).T, hr @ (w_rec[g] * W_S).T]
         if peephole and g != 2:
-            acc = acc + cell * peep[{0: 0, 1: 1, 3: 2}[g]] * PEEP_S
+            terms.append(cell * peep[{0: 0, 1: 1, 3: 2}[g]] * PEEP_S)
         if not layer_norm:
-            return acc + bias[g] * b_scale
+            return sum(terms) + bias[g] * b_scale
+        acc = sum(np.round(v / inter) for v in terms)
         z = (acc - acc.mean(1, keepdims=True)) / acc.std(1, keepdims=True)
         return z * ln[g] * LN_S + bias[g] * LN_S / 1024
 
     f = _sigmoid(pre(1, cr))
     gc = np.tanh(pre(2, cr))
     i = 1 - f if cifg else _sigmoid(pre(0, cr))
-    c_new = f * cr + i * gc
+    c_new = np.clip(f * cr + i * gc, -32768 * cell_s, 32767 * cell_s)  # int16 saturation
     if cell_clip > 0:
         c_new = np.clip(c_new, -cell_clip, cell_clip)
     o = _sigmoid(pre(3, c_new))
@@ -102,9 +105,9 @@ def _case(batch=2, n_in=5, n_cell=4, n_out=4, cifg=False, peephole=False, layer_
             out = np.clip(out, -q, q)
     else:
         out = hid_q
-    outs = [output(S8, [batch, n_out], H_S, H_ZP), output(Q16, [batch, n_cell], CELL_S),
+    outs = [output(S8, [batch, n_out], H_S, H_ZP), output(Q16, [batch, n_cell], cell_s),
             output(S8, [batch, n_out], H_S, H_ZP)]
-    return ins, outs, out, c_new / CELL_S
+    return ins, outs, out, c_new / cell_s
 
 
 def _run(ins, outs):
@@ -115,10 +118,12 @@ CONFIGS = {
     "plain": {},
     "peephole": dict(peephole=True),
     "cifg_peephole": dict(cifg=True, peephole=True),
-    "layer_norm_peephole": dict(layer_norm=True, peephole=True),
+    "layer_norm_peephole": dict(layer_norm=True, peephole=True, n_cell=8, n_out=8),
     "projection": dict(projection=True, n_out=3, hidden_zp=4),
     "everything": dict(peephole=True, layer_norm=True, projection=True, n_out=6, n_cell=8),
     "constants": dict(peephole=True, projection=True, const=True),
+    "cell_scale_2^-9": dict(peephole=True, cell_s=2.0 ** -9),     # tanh of Q6.9
+    "cell_scale_2^-15": dict(peephole=True, cell_s=2.0 ** -15),   # tanh of Q0.15
 }
 
 
@@ -162,6 +167,16 @@ def test_empty_batch():
     assert [r.shape for r in res] == [(0, 4), (0, 4), (0, 4)]
 
 
+@pytest.mark.parametrize("v", [2, 3, 17, 1000, 4849, 123457, 1 << 24, (1 << 29) + 5])
+def test_inverse_sqrt_multiplier(v):
+    # the layer norm's 1/stddev as a (multiplier, shift) pair
+    from nngpu.ops.qlstm import _inv_sqrt
+    from nngpu.ops.quant import multiply_by_quantized_multiplier
+    a, b = _inv_sqrt(np.array([v]))
+    got = multiply_by_quantized_multiplier(np.array([1 << 30]), a, b)[0]
+    assert abs(got / ((1 << 30) / np.sqrt(v)) - 1) < 1e-5
+
+
 def _replace(ins, k, v):
     return ins[:k] + [v] + ins[k + 1:]
 
@@ -185,28 +200,33 @@ def test_omitted_required_input_is_rejected_at_prepare():
 
 
 def test_half_given_input_gate_fails_at_execution():
-    # recurrent-to-input omitted only in the request: the model cannot tell at prepare time
+    # input-to-input stays a model input while recurrent-to-input is omitted: prepare cannot
+    # tell whether the request will leave input-to-input out too (CIFG), execution can
     ins, outs, _, _ = _case()
     res = _run(_replace(ins, 5, _absent(Q8, [4, 4], W_S)), outs)
-    assert res.status != ErrorStatus.NONE
+    assert res.status == ErrorStatus.GENERAL_FAILURE
 
 
-@pytest.mark.parametrize("k, value", [
-    (19, tensor(Q16, np.zeros((2, 4)), 0.001)),            # cell scale not a power of two
-    (19, tensor(Q16, np.zeros((2, 4)), 2.0 ** -5)),        # power of two above 2^-9
-    (31, scalar(F32, 0.0)),                                # hidden state scale
-    (26, scalar(F32, -1.0)),                               # intermediate scale
-    (30, scalar(T.INT32, 200)),                            # hidden zero point beyond int8
-    (2, tensor(Q8, np.zeros((4, 6)), W_S)),                # input-to-forget shape
-    (18, tensor(S8, np.zeros((3, 4)), H_S, H_ZP)),         # previous output batch
+PREPARE, EXECUTE = ErrorStatus.INVALID_ARGUMENT, ErrorStatus.GENERAL_FAILURE
+
+
+@pytest.mark.parametrize("k, value, status", [
+    (19, tensor(Q16, np.zeros((2, 4)), 0.001), PREPARE),          # cell scale not a power of two
+    (19, tensor(Q16, np.zeros((2, 4)), 2.0 ** -5), PREPARE),      # power of two above 2^-9
+    (31, scalar(F32, 0.0), PREPARE),                              # hidden state scale
+    (26, scalar(F32, -1.0), PREPARE),                             # intermediate scale
+    (30, scalar(T.INT32, 200), PREPARE),                          # hidden zero point beyond int8
+    (2, tensor(Q8, np.zeros((4, 6)), W_S), EXECUTE),              # input-to-forget shape
+    (18, tensor(S8, np.zeros((3, 4)), H_S, H_ZP), EXECUTE),       # previous output batch
+    (0, tensor(S8, np.zeros((2, 5, 1)), X_S, X_ZP), EXECUTE),     # input rank
 ])
-def test_bad_values_fail(k, value):
+def test_bad_values_fail(k, value, status):
     ins, outs, _, _ = _case()
     res = _run(_replace(ins, k, value), outs)
-    assert res.status != ErrorStatus.NONE
+    assert res.status == status
 
 
 def test_no_projection_needs_equal_output_size():
     ins, outs, _, _ = _case(n_out=3)
     res = _run(ins, outs)
-    assert res.status != ErrorStatus.NONE
+    assert res.status == ErrorStatus.GENERAL_FAILURE

@@ -1,0 +1,182 @@
+"""Data-movement operations as device copies (float32 / float16).
+
+Most of them (RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, TILE,
+DEPTH_TO_SPACE, SPACE_TO_DEPTH, CHANNEL_SHUFFLE, BATCH_TO_SPACE_ND, either layout) map each
+output element to one input element by a function that is a sum of one term per output axis.
+Rather than re-deriving each op's index rules, the builder runs the op's own reference kernel
+on a tensor of flat indices, so the map is the reference's by construction, and fits every
+axis to `a * (c / m) + b * (c % m)` (affine, tiled or block-split), checking the fit exactly.
+CONCATENATION, PAD / PAD_V2 and GATHER have closed forms of their own."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..hal.types import OperationType as Op
+from ..ops import movement
+from ..ops._movement_util import norm_axis, zero_value
+from ..ops.registry import REGISTRY, OpContext
+from .render import Dialect
+from .templates import Template, template
+from .templates_util import ctype, linear, literal, nonempty, params_known, same_float, storage_round, strides
+
+_SEPARABLE = (Op.RESHAPE, Op.SQUEEZE, Op.EXPAND_DIMS, Op.TRANSPOSE, Op.SLICE, Op.STRIDED_SLICE, Op.TILE,
+              Op.DEPTH_TO_SPACE, Op.SPACE_TO_DEPTH, Op.CHANNEL_SHUFFLE, Op.BATCH_TO_SPACE_ND)
+
+
+def source_map(ctx: OpContext, shapes: dict) -> np.ndarray | None:
+    """Each output element's flat index into input 0, computed by the reference kernel."""
+    x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
+    index = np.arange(int(np.prod(shapes[x], dtype=np.int64)), dtype=np.int64).reshape(shapes[x])
+    sub = OpContext(ctx.operation, ctx.operands, [index, *ctx.values[1:]], ctx.relaxed, ctx.version)
+    out = np.asarray(REGISTRY[ctx.operation.type].reference(sub)[0])
+    return out if out.shape == tuple(shapes[y]) and out.dtype == np.int64 else None
+
+
+def _axis_term(g: np.ndarray) -> tuple[int, int, int] | None:
+    """(a, m, b) with g[c] == a * (c // m) + b * (c % m) for every c, or None."""
+    n = len(g)
+    if n == 1:
+        return 0, 1, 0
+    c = np.arange(n, dtype=np.int64)
+    b = int(g[1])
+    off = np.flatnonzero(g != b * c)
+    if not off.size:
+        return 0, n, b
+    m = int(off[0])
+    a = int(g[m])
+    return (a, m, b) if np.array_equal(g, a * (c // m) + b * (c % m)) else None
+
+
+def separable_index(src: np.ndarray) -> str | None:
+    """A C expression of the flat source index in c0..c{rank-1}, or None when the map is not a
+    sum of per-axis div/mod-affine terms."""
+    if np.array_equal(src.reshape(-1), np.arange(src.size)):
+        return "i"
+    rank = src.ndim
+    base = int(src.reshape(-1)[0])
+    predicted = np.full(src.shape, base, dtype=np.int64)
+    terms = []
+    for k in range(rank):
+        at = [0] * rank
+        at[k] = slice(None)
+        g = src[tuple(at)] - base
+        fit = _axis_term(g)
+        if fit is None:
+            return None
+        a, m, b = fit
+        view = [1] * rank
+        view[k] = src.shape[k]
+        predicted = predicted + g.reshape(view)
+        c = f"c{k}"
+        if m >= src.shape[k]:
+            terms.append((c, b))
+        else:
+            terms += [(f"{c} / {m}", a), (f"{c} % {m}", b)]
+    if not np.array_equal(predicted, src):
+        return None
+    return linear(terms, base)
+
+
+def _separable(ctx: OpContext, shapes: dict) -> Template | None:
+    x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
+    if not same_float(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
+        return None
+    src = source_map(ctx, shapes)
+    index = None if src is None else separable_index(src)
+    if index is None:
+        return None
+    t = ctype(ctx, 0)
+    return Template("copy", [x], lambda names, d: [f"float acc = {d.load(t, names[0], index)};"])
+
+
+for _op in _SEPARABLE:
+    template(_op)(_separable)
+
+
+@template(Op.CONCATENATION)
+def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
+    n = ctx.num_inputs - 1
+    ins = list(ctx.operation.inputs[:n])
+    y = ctx.operation.outputs[0]
+    if not same_float(ctx, range(n)) or not params_known(ctx, [n]) or not nonempty(shapes, [*ins, y]):
+        return None
+    out_shape = shapes[y]
+    axis = norm_axis(int(ctx.scalar(n)), len(out_shape))
+    ends = np.cumsum([shapes[i][axis] for i in ins]).tolist()
+    if ends[-1] != out_shape[axis]:
+        return None
+    t = ctype(ctx, 0)
+
+    def index(k: int) -> str:
+        begin = ends[k - 1] if k else 0
+        coords = [f"c{j}" if j != axis or not begin else f"c{j} - {begin}" for j in range(len(out_shape))]
+        return linear(list(zip(coords, strides(shapes[ins[k]]))))
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        lines = ["float acc;"]
+        for k in range(n):
+            load = f"acc = {d.load(t, names[k], index(k))};"
+            if k == n - 1:
+                lines.append(load if n == 1 else f"else {load}")
+            else:
+                lines.append(f"{'if' if k == 0 else 'else if'} (c{axis} < {ends[k]}) {load}")
+        return lines
+
+    return Template("concatenation", ins, body)
+
+
+def _pad(ctx: OpContext, shapes: dict) -> Template | None:
+    x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
+    if not same_float(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
+        return None
+    in_shape = shapes[x]
+    pads = movement._paddings(ctx, 1, len(in_shape))
+    if [a + n + b for (a, b), n in zip(pads, in_shape)] != list(shapes[y]):
+        return None
+    value = zero_value(ctx) if ctx.num_inputs < 3 else movement._pad_value(ctx, np.float32)
+    fill = literal(storage_round(float(value), ctx.out_operand(0).type))
+    coords = [f"c{k} - {a}" if a else f"c{k}" for k, (a, _) in enumerate(pads)]
+    outside = [f"c{k} < {a} || c{k} >= {a + n}" if a else f"c{k} >= {n}"
+               for k, ((a, b), n) in enumerate(zip(pads, in_shape)) if a or b]
+    index = linear(list(zip(coords, strides(in_shape))))
+    t = ctype(ctx, 0)
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        load = d.load(t, names[0], index)
+        if not outside:
+            return [f"float acc = {load};"]
+        return [f"float acc = ({' || '.join(outside)}) ? {fill} : {load};"]
+
+    return Template("pad", [x], body)
+
+
+template(Op.PAD)(_pad)
+template(Op.PAD_V2)(_pad)
+
+
+@template(Op.GATHER)
+def _gather(ctx: OpContext, shapes: dict) -> Template | None:
+    """The indices must be constant: out-of-range values then failed the reference at compile time
+    (and the index is clamped anyway, so no read leaves the buffer)."""
+    x, indices = ctx.operation.inputs[0], ctx.operation.inputs[2]
+    y = ctx.operation.outputs[0]
+    if not same_float(ctx, [0]) or not params_known(ctx, [1, 2]) or ctx.values[2] is None \
+            or not nonempty(shapes, [x, indices, y]):
+        return None
+    in_shape, idx_shape = shapes[x], shapes[indices]
+    axis = norm_axis(int(ctx.scalar(1)), len(in_shape))
+    r = len(idx_shape)
+    if tuple(shapes[y]) != tuple(in_shape[:axis]) + tuple(idx_shape) + tuple(in_shape[axis + 1:]):
+        return None
+    sx = strides(in_shape)
+    q = linear([(f"c{axis + j}", s) for j, s in enumerate(strides(idx_shape))])
+    terms = [(f"c{k}", sx[k]) for k in range(axis)] + [("src", sx[axis])]
+    terms += [(f"c{k + r - 1}", sx[k]) for k in range(axis + 1, len(in_shape))]
+    t = ctype(ctx, 0)
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        return [f"long src = {d.load('int', names[1], q)};",
+                f"src = src < 0 ? 0 : (src >= {in_shape[axis]} ? {in_shape[axis] - 1} : src);",
+                f"float acc = {d.load(t, names[0], linear(terms))};"]
+
+    return Template("gather", [x, indices], body)

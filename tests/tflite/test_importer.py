@@ -1,0 +1,363 @@
+"""Unit tests of the TFLite -> NNAPI mapping on tiny models built in the test."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
+
+from tfl_util import assert_close, run_nngpu, run_reference  # noqa: E402
+from tflbuild import FLOAT16, FLOAT32, INT8, INT32, UINT8, TFLModel, opt, opt_vec  # noqa: E402
+
+from nngpu.hal.types import Model, Model_1_3, OperandType, OperationType  # noqa: E402
+from nngpu.tflite import (  # noqa: E402
+    TFLiteFormatError,
+    TFLiteImportError,
+    UnsupportedOperatorError,
+    import_tflite,
+)
+from nngpu.tflite.fold import densify  # noqa: E402
+from nngpu.tflite.reader import DimMeta, Sparsity, Tensor  # noqa: E402
+
+T = OperandType
+Op = OperationType
+RNG = np.random.default_rng(7)
+
+
+def _ops(model) -> list[OperationType]:
+    g = model.main if isinstance(model, Model_1_3) else model
+    return [o.type for o in g.operations]
+
+
+def _operands(model):
+    return (model.main if isinstance(model, Model_1_3) else model).operands
+
+
+def _check(data: bytes, inputs: list[np.ndarray], rel: float = 1e-5, quant_tol: int = 0):
+    """Import, run on nngpu, compare with the reference interpreter; returns the import."""
+    imported = import_tflite(data)
+    got = run_nngpu(imported, inputs)
+    assert_close(run_reference(data, inputs), got, rel, quant_tol)
+    return imported
+
+
+def _f32(*shape) -> np.ndarray:
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+def _conv_opts(padding=0, stride=1, act=0, dil=1):
+    return lambda b: opt(b, "Conv2DOptions", Padding=padding, StrideW=stride, StrideH=stride,
+                         FusedActivationFunction=act, DilationWFactor=dil, DilationHFactor=dil)
+
+
+# ---- float ops -------------------------------------------------------------------------------
+def test_add_with_fused_relu_and_constant():
+    m = TFLModel()
+    x, y = m.tensor("x", [1, 4]), m.tensor("y", [1, 4])
+    c = m.const("c", np.array([[1, -2, 3, -4]], np.float32))
+    m.op("ADD", [x, c], [y], "AddOptions", lambda b: opt(b, "AddOptions", FusedActivationFunction=1))
+    imported = _check(m.build([x], [y]), [_f32(1, 4)])
+    assert isinstance(imported.model, Model) and imported.version == 12
+    assert _ops(imported.model) == [Op.ADD]
+    assert imported.input_names == ["x"] and imported.output_names == ["y"]
+
+
+def test_fused_tanh_is_ignored_like_the_interpreter_with_a_warning():
+    # TFLite kernels clamp only for RELU/RELU6/RELU_N1_TO_1: a fused TANH is a no-op there.
+    m = TFLModel()
+    a, b_, y = m.tensor("a", [2, 3]), m.tensor("b", [2, 3]), m.tensor("y", [2, 3])
+    m.op("MUL", [a, b_], [y], "MulOptions", lambda b: opt(b, "MulOptions", FusedActivationFunction=4))
+    imported = _check(m.build([a, b_], [y]), [_f32(2, 3) * 3, _f32(2, 3)])
+    assert _ops(imported.model) == [Op.MUL]
+    assert len(imported.warnings) == 1 and "#0 MUL" in imported.warnings[0] and "TANH" in imported.warnings[0]
+
+
+@pytest.mark.parametrize("padding,stride,act,dil", [(0, 2, 3, 1), (1, 1, 1, 2), (0, 1, 0, 1)])
+def test_conv_2d_padding_stride_dilation_activation(padding, stride, act, dil):
+    m = TFLModel()
+    x, y = m.tensor("x", [1, 9, 8, 3]), None
+    w = m.const("w", _f32(4, 3, 3, 3))
+    bias = m.const("b", _f32(4))
+    xs = 9 if padding == 0 else 9 - 2 * dil
+    out_h = -(-xs // stride) if padding == 0 else -(-(9 - 2 * dil) // stride)
+    out_w = -(-8 // stride) if padding == 0 else -(-(8 - 2 * dil) // stride)
+    y = m.tensor("y", [1, out_h, out_w, 4])
+    m.op("CONV_2D", [x, w, bias], [y], "Conv2DOptions", _conv_opts(padding, stride, act, dil))
+    imported = _check(m.build([x], [y]), [_f32(1, 9, 8, 3) * 4])
+    assert _ops(imported.model) == [Op.CONV_2D]
+    conv = (imported.model.operations[0])
+    assert len(conv.inputs) == (10 if dil != 1 else 7)
+
+
+def test_depthwise_conv_with_multiplier_and_float16_weights_folded():
+    m = TFLModel()
+    x, y = m.tensor("x", [1, 6, 6, 2]), m.tensor("y", [1, 4, 4, 4])
+    w16 = m.const("w16", _f32(1, 3, 3, 4).astype(np.float16), FLOAT16)
+    w = m.tensor("w", [1, 3, 3, 4])
+    bias = m.const("b", _f32(4))
+    m.op("DEQUANTIZE", [w16], [w])
+    m.op("DEPTHWISE_CONV_2D", [x, w, bias], [y], "DepthwiseConv2DOptions",
+         lambda b: opt(b, "DepthwiseConv2DOptions", Padding=1, StrideW=1, StrideH=1, DepthMultiplier=2,
+                       DilationWFactor=1, DilationHFactor=1))
+    imported = _check(m.build([x], [y]), [_f32(1, 6, 6, 2)])
+    assert imported.folded == 1
+    assert _ops(imported.model) == [Op.DEPTHWISE_CONV_2D]  # the DEQUANTIZE is gone
+
+
+def test_fully_connected_keep_num_dims_without_bias():
+    m = TFLModel()
+    x, y = m.tensor("x", [2, 3, 4]), m.tensor("y", [2, 3, 5])
+    w = m.const("w", _f32(5, 4))
+    m.op("FULLY_CONNECTED", [x, w, -1], [y], "FullyConnectedOptions",
+         lambda b: opt(b, "FullyConnectedOptions", FusedActivationFunction=1, KeepNumDims=True))
+    imported = _check(m.build([x], [y]), [_f32(2, 3, 4)])
+    assert _ops(imported.model) == [Op.FULLY_CONNECTED, Op.RESHAPE]
+
+
+def test_densify_of_sparse_weights_is_folded():
+    dense = np.array([[0, 1.5, 0, 0], [2, 0, 0, -3], [0, 0, 0, 0], [0, 0, 4, 0.5]], np.float32)
+    rows, cols = np.nonzero(dense)
+    segments = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=4))])
+    m = TFLModel()
+    x, y = m.tensor("x", [1, 4]), m.tensor("y", [1, 4])
+    ws = m.tensor("ws", [4, 4], FLOAT32, dense[rows, cols], csr=(segments, cols))
+    w = m.tensor("w", [4, 4])
+    m.op("DENSIFY", [ws], [w])
+    m.op("FULLY_CONNECTED", [x, w, -1], [y], "FullyConnectedOptions",
+         lambda b: opt(b, "FullyConnectedOptions", FusedActivationFunction=0))
+    data = m.build([x], [y])
+    imported = import_tflite(data)
+    assert imported.folded == 1 and _ops(imported.model) == [Op.FULLY_CONNECTED]
+    inp = [_f32(1, 4)]
+    np.testing.assert_allclose(run_nngpu(imported, inp)[0], inp[0] @ dense.T, rtol=1e-6, atol=1e-6)
+    assert_close(run_reference(data, inp), run_nngpu(imported, inp), 1e-6)
+
+
+def test_densify_block_sparse_matrix():
+    # 4x4 in 2x2 blocks; only blocks (0, 0) and (1, 1) are stored.
+    dense = np.zeros((4, 4), np.float32)
+    dense[:2, :2] = [[1, 2], [3, 4]]
+    dense[2:, 2:] = [[5, 6], [7, 8]]
+    sp = Sparsity([0, 1, 2, 3], [0, 1], [DimMeta(True, 2), DimMeta(False, 0, np.array([0, 1, 2]), np.array([0, 1])),
+                                          DimMeta(True, 2), DimMeta(True, 2)])
+    t = Tensor(0, "w", [4, 4], 0, None, np.arange(1, 9, dtype=np.float32), sp)
+    np.testing.assert_array_equal(densify(t), dense)
+
+
+def test_concatenation_negative_axis_fused_relu_ignored_like_the_interpreter():
+    m = TFLModel()
+    a, b_, y = m.tensor("a", [1, 2, 3]), m.tensor("b", [1, 2, 2]), m.tensor("y", [1, 2, 5])
+    m.op("CONCATENATION", [a, b_], [y], "ConcatenationOptions",
+         lambda b: opt(b, "ConcatenationOptions", Axis=-1, FusedActivationFunction=1))
+    imported = _check(m.build([a, b_], [y]), [_f32(1, 2, 3), _f32(1, 2, 2)])
+    assert _ops(imported.model) == [Op.CONCATENATION] and "CONCATENATION" in imported.warnings[0]
+
+
+def test_reshape_new_shape_from_options():
+    m = TFLModel()
+    x, y = m.tensor("x", [1, 2, 6]), m.tensor("y", [3, 4])
+    m.op("RESHAPE", [x], [y], "ReshapeOptions",
+         lambda b: opt_vec(b, "ReshapeOptions", {"NewShape": np.array([3, -1], np.int32)}))
+    imported = _check(m.build([x], [y]), [_f32(1, 2, 6)])
+    assert _ops(imported.model) == [Op.RESHAPE]
+
+
+def test_pad_pool_mean_softmax_chain():
+    m = TFLModel()
+    x = m.tensor("x", [1, 6, 6, 3])
+    pads = m.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32), INT32)
+    p = m.tensor("p", [1, 8, 8, 3])
+    mp = m.tensor("mp", [1, 4, 4, 3])
+    ap = m.tensor("ap", [1, 4, 4, 3])
+    axes = m.const("axes", np.array([1, 2], np.int32), INT32)
+    mean = m.tensor("mean", [1, 1, 1, 3])
+    flat = m.tensor("flat", [1, 3])
+    y = m.tensor("y", [1, 3])
+    pool = lambda b: opt(b, "Pool2DOptions", Padding=1, StrideW=2, StrideH=2, FilterWidth=2, FilterHeight=2)  # noqa
+    m.op("PAD", [x, pads], [p])
+    m.op("MAX_POOL_2D", [p], [mp], "Pool2DOptions", pool)
+    m.op("AVERAGE_POOL_2D", [mp], [ap], "Pool2DOptions",
+         lambda b: opt(b, "Pool2DOptions", Padding=0, StrideW=1, StrideH=1, FilterWidth=3, FilterHeight=3))
+    m.op("MEAN", [ap, axes], [mean], "ReducerOptions", lambda b: opt(b, "ReducerOptions", KeepDims=True))
+    m.op("RESHAPE", [mean, m.const("s", np.array([1, 3], np.int32), INT32)], [flat])
+    m.op("SOFTMAX", [flat], [y], "SoftmaxOptions", lambda b: opt(b, "SoftmaxOptions", Beta=2.0))
+    imported = _check(m.build([x], [y]), [_f32(1, 6, 6, 3) * 3])
+    assert _ops(imported.model) == [Op.PAD, Op.MAX_POOL_2D, Op.AVERAGE_POOL_2D, Op.MEAN, Op.RESHAPE, Op.SOFTMAX]
+
+
+def test_movement_and_activation_ops():
+    m = TFLModel()
+    x = m.tensor("x", [1, 4, 4, 8])
+    d2s = m.tensor("d2s", [1, 8, 8, 2])
+    perm = m.const("perm", np.array([0, 3, 1, 2], np.int32), INT32)
+    tr = m.tensor("tr", [1, 2, 8, 8])
+    begin = m.const("begin", np.array([0, 0, 1, 0], np.int32), INT32)
+    end = m.const("end", np.array([1, 2, 7, 8], np.int32), INT32)
+    strides = m.const("strides", np.array([1, 1, 2, 3], np.int32), INT32)
+    sl = m.tensor("sl", [1, 2, 3, 3])
+    alpha = m.const("alpha", np.array([[[0.25, -0.5, 2.0]]], np.float32))
+    pr = m.tensor("pr", [1, 2, 3, 3])
+    y1, y2, y3 = m.tensor("lg", [1, 2, 3, 3]), m.tensor("hs", [1, 2, 3, 3]), m.tensor("r6", [1, 2, 3, 3])
+    m.op("DEPTH_TO_SPACE", [x], [d2s], "DepthToSpaceOptions", lambda b: opt(b, "DepthToSpaceOptions", BlockSize=2))
+    m.op("TRANSPOSE", [d2s, perm], [tr])
+    m.op("STRIDED_SLICE", [tr, begin, end, strides], [sl], "StridedSliceOptions",
+         lambda b: opt(b, "StridedSliceOptions", BeginMask=0, EndMask=0))
+    m.op("PRELU", [sl, alpha], [pr])
+    m.op("LOGISTIC", [pr], [y1])
+    m.op("HARD_SWISH", [pr], [y2])
+    m.op("RELU6", [pr], [y3])
+    imported = _check(m.build([x], [y1, y2, y3]), [_f32(1, 4, 4, 8) * 8])
+    assert isinstance(imported.model, Model_1_3) and imported.version == 13  # HARD_SWISH is 1.3
+
+
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
+def test_resize_bilinear_and_nearest(align, half):
+    m = TFLModel()
+    x = m.tensor("x", [1, 3, 4, 2])
+    size = m.const("size", np.array([7, 5], np.int32), INT32)
+    y1, y2 = m.tensor("bl", [1, 7, 5, 2]), m.tensor("nn", [1, 7, 5, 2])
+    m.op("RESIZE_BILINEAR", [x, size], [y1], "ResizeBilinearOptions",
+         lambda b: opt(b, "ResizeBilinearOptions", AlignCorners=align, HalfPixelCenters=half))
+    m.op("RESIZE_NEAREST_NEIGHBOR", [x, size], [y2], "ResizeNearestNeighborOptions",
+         lambda b: opt(b, "ResizeNearestNeighborOptions", AlignCorners=align, HalfPixelCenters=half))
+    imported = _check(m.build([x], [y1, y2]), [_f32(1, 3, 4, 2)])
+    assert imported.version == (13 if (align or half) else 12)
+
+
+def _transpose_conv_model(custom: bool) -> bytes:
+    m = TFLModel()
+    x, y = m.tensor("x", [1, 4, 4, 3]), m.tensor("y", [1, 8, 8, 2])
+    w = m.const("w", np.random.default_rng(3).uniform(-1, 1, (2, 3, 3, 3)).astype(np.float32))
+    bias = m.const("b", np.array([0.5, -1.0], np.float32))
+    if custom:
+        m.op("Convolution2DTransposeBias", [x, w, bias], [y], custom=True,
+             custom_options=struct.pack("<3i", 1, 2, 2))
+    else:
+        shape = m.const("shape", np.array([1, 8, 8, 2], np.int32), INT32)
+        m.op("TRANSPOSE_CONV", [shape, w, x, bias], [y], "TransposeConvOptions",
+             lambda b: opt(b, "TransposeConvOptions", Padding=0, StrideW=2, StrideH=2))
+    return m.build([x], [y])
+
+
+def test_transpose_conv_input_order():
+    imported = _check(_transpose_conv_model(False), [_f32(1, 4, 4, 3)])
+    assert _ops(imported.model) == [Op.TRANSPOSE_CONV_2D]
+
+
+def test_mediapipe_convolution2d_transpose_bias_matches_builtin():
+    inp = [_f32(1, 4, 4, 3)]
+    imported = import_tflite(_transpose_conv_model(True))
+    assert _ops(imported.model) == [Op.TRANSPOSE_CONV_2D]
+    assert_close(run_reference(_transpose_conv_model(False), inp), run_nngpu(imported, inp), 1e-5)
+
+
+# ---- quantized -------------------------------------------------------------------------------
+def test_uint8_conv_and_add():
+    m = TFLModel()
+    x = m.tensor("x", [1, 5, 5, 2], UINT8, scale=0.05, zero_point=128)
+    w = m.const("w", RNG.integers(0, 255, (3, 3, 3, 2)), UINT8, scale=0.01, zero_point=120)
+    bias = m.const("b", RNG.integers(-500, 500, 3), INT32, scale=0.05 * 0.01, zero_point=0)
+    c = m.tensor("c", [1, 5, 5, 3], UINT8, scale=0.1, zero_point=100)
+    y = m.tensor("y", [1, 5, 5, 3], UINT8, scale=0.15, zero_point=90)
+    m.op("CONV_2D", [x, w, bias], [c], "Conv2DOptions", _conv_opts(0, 1, 1))
+    m.op("ADD", [c, c], [y], "AddOptions", lambda b: opt(b, "AddOptions", FusedActivationFunction=0))
+    imported = _check(m.build([x], [y]), [RNG.integers(0, 255, (1, 5, 5, 2)).astype(np.uint8)], quant_tol=1)
+    assert imported.version == 12
+    assert {o.type for o in _operands(imported.model)} >= {T.TENSOR_QUANT8_ASYMM, T.TENSOR_INT32}
+
+
+def test_int8_per_channel_conv_needs_1_3():
+    m = TFLModel()
+    x = m.tensor("x", [1, 4, 4, 2], INT8, scale=0.05, zero_point=-3)
+    wscales = [0.01, 0.02, 0.015]
+    w = m.const("w", RNG.integers(-127, 127, (3, 2, 2, 2)), INT8, scale=wscales, zero_point=[0, 0, 0], qdim=0)
+    bias = m.const("b", RNG.integers(-300, 300, 3), INT32, scale=[0.05 * s for s in wscales],
+                   zero_point=[0, 0, 0])
+    y = m.tensor("y", [1, 3, 3, 3], INT8, scale=0.08, zero_point=5)
+    m.op("CONV_2D", [x, w, bias], [y], "Conv2DOptions", _conv_opts(1, 1, 0))
+    imported = _check(m.build([x], [y]), [RNG.integers(-128, 127, (1, 4, 4, 2)).astype(np.int8)], quant_tol=1)
+    assert isinstance(imported.model, Model_1_3)
+    types = {o.type for o in _operands(imported.model)}
+    assert {T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_QUANT8_SYMM_PER_CHANNEL} <= types
+
+
+# ---- errors ----------------------------------------------------------------------------------
+def _unsupported_model(code: str, custom: bool = False) -> bytes:
+    m = TFLModel()
+    x, h, y = m.tensor("x", [2, 2]), m.tensor("h", [2, 2]), m.tensor("y", [2, 2])
+    m.op("RELU", [x], [h])
+    m.op(code, [h, h], [y], custom=custom)
+    return m.build([x], [y])
+
+
+def test_unsupported_builtin_is_reported_by_name_and_index():
+    with pytest.raises(UnsupportedOperatorError) as e:
+        import_tflite(_unsupported_model("BATCH_MATMUL"))
+    assert e.value.op_name == "BATCH_MATMUL" and e.value.index == 1
+    assert isinstance(e.value, ImportError) and "BATCH_MATMUL" in str(e.value) and "#1" in str(e.value)
+
+
+def test_unsupported_custom_op_is_reported():
+    with pytest.raises(UnsupportedOperatorError, match="MyCustomOp"):
+        import_tflite(_unsupported_model("MyCustomOp", custom=True))
+
+
+def test_unsupported_options_are_reported():
+    m = TFLModel()
+    x, y = m.tensor("x", [2, 3]), m.tensor("y", [2, 3])
+    b_ = m.const("b", np.array([0, 0], np.int32), INT32)
+    m.op("STRIDED_SLICE", [x, b_, m.const("e", np.array([2, 3], np.int32), INT32),
+                           m.const("s", np.array([1, 1], np.int32), INT32)], [y], "StridedSliceOptions",
+         lambda b: opt(b, "StridedSliceOptions", EllipsisMask=1))
+    with pytest.raises(UnsupportedOperatorError, match="STRIDED_SLICE.*ellipsis"):
+        import_tflite(m.build([x], [y]))
+
+
+def test_not_a_tflite_file():
+    with pytest.raises(TFLiteFormatError):
+        import_tflite(b"definitely not a flatbuffer")
+    assert issubclass(TFLiteFormatError, ImportError)
+    with pytest.raises(TFLiteImportError):
+        import_tflite(b"\x00\x00\x00\x00TFL3" + b"\xff" * 16)
+
+
+# ---- `nngpu run` -----------------------------------------------------------------------------
+def test_cli_run_unsupported_exits_2(tmp_path, capsys):
+    from nngpu.cli import main
+
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(_unsupported_model("BATCH_MATMUL"))
+    assert main(["run", str(path), "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err
+    assert "BATCH_MATMUL" in err and "#1" in err
+
+
+def test_cli_run_inputs_outputs_and_latency(tmp_path, capsys):
+    from nngpu.cli import main
+
+    path = tmp_path / "tc.tflite"
+    path.write_bytes(_transpose_conv_model(False))
+    x = _f32(1, 4, 4, 3)
+    np.save(tmp_path / "x.npy", x)
+    out_dir = tmp_path / "out"
+    assert main(["run", str(path), "--backend", "numpy", "--repeat", "3", "--input", str(tmp_path / "x.npy"),
+                 "--save-outputs", str(out_dir)]) == 0
+    text = capsys.readouterr().out
+    assert "p50" in text and "p90" in text and "p99" in text and "output 0 y" in text
+    saved = np.load(out_dir / "0.npy")
+    np.testing.assert_array_equal(saved, run_nngpu(import_tflite(path.read_bytes()), [x])[0])
+    # wrong number of inputs: a usage error
+    assert main(["run", str(path), "--backend", "numpy", "--input", str(tmp_path / "x.npy"),
+                 "--input", str(tmp_path / "x.npy")]) == 2
+
+
+def test_cli_run_burst(tmp_path, capsys):
+    pytest.importorskip("nngpu.burst", reason="nngpu.burst is not available")
+    from nngpu.cli import main
+
+    path = tmp_path / "tc.tflite"
+    path.write_bytes(_transpose_conv_model(False))
+    assert main(["run", str(path), "--backend", "numpy", "--repeat", "2", "--burst"]) == 0
+    assert "burst" in capsys.readouterr().out
