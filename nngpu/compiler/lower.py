@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..driver.executor import GraphRunner
-from ..hal.types import OperandLifeTime, OperationType
+from ..hal.types import DataLocation, Operand, OperandLifeTime, OperationType, Subgraph
 from ..modelutil import fully_specified
 from ..ops.dtypes import dtype_of, is_tensor
 from ..ops.registry import OpContext
@@ -52,6 +52,8 @@ class PlanSpec:
     steps: list[KernelStep | HostStep]
     device_tensors: set[int]                  # operands that live in device buffers
     constants: list[int]                      # device tensors uploaded once at prepare
+    operands: list                            # the model's operands, then derived constants
+    derived: dict[int, np.ndarray] = field(default_factory=dict)  # e.g. filters in kernel layout
     buffer_of: dict[int, int] = field(default_factory=dict)   # operand → buffer slot
     slot_sizes: list[int] = field(default_factory=list)
 
@@ -129,19 +131,37 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
     groups = fuse(graph, exprs, heavy, shapes, fuse_ops)
     steps: list[KernelStep | HostStep] = []
     device_tensors: set[int] = set()
+    operands = list(graph.operands)
+    derived: dict[int, np.ndarray] = {}
+    for t in heavy.values():
+        _add_derived(t, operands, derived, shapes)
+    view = Subgraph(operands, graph.operations, graph.inputIndexes, graph.outputIndexes)
     for item in groups:
         if isinstance(item, Group):
-            step = _render_group(d, graph, item, exprs, heavy, shapes)
+            step = _render_group(d, view, item, exprs, heavy, shapes)
             steps.append(step)
             device_tensors.update(step.args)
         else:
             op = graph.operations[item]
             steps.append(HostStep(item, list(op.inputs), list(op.outputs)))
     constants = sorted(i for i in device_tensors
-                       if graph.operands[i].lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE))
-    spec = PlanSpec(dialect, shapes, steps, device_tensors, constants)
-    plan_buffers(spec, graph)
+                       if operands[i].lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE))
+    spec = PlanSpec(dialect, shapes, steps, device_tensors, constants, operands, derived)
+    plan_buffers(spec, view)
     return spec
+
+
+def _add_derived(t, operands: list, derived: dict, shapes: dict) -> None:
+    """Give a template's derived constants (negative keys in its tensor_inputs) operand ids of
+    their own, after the model's operands."""
+    for key, (source, value) in t.derived.items():
+        idx = len(operands)
+        src = operands[source]
+        operands.append(Operand(src.type, list(value.shape), 0, src.scale, src.zeroPoint,
+                                OperandLifeTime.CONSTANT_COPY, DataLocation(), src.extraParams))
+        derived[idx] = np.ascontiguousarray(value.astype(dtype_of(src.type)))
+        shapes[idx] = tuple(value.shape)
+        t.tensor_inputs = [idx if i == key else i for i in t.tensor_inputs]
 
 
 def _render_group(d, graph, group: Group, exprs, heavy, shapes) -> KernelStep:

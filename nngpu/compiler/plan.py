@@ -37,7 +37,8 @@ class PlanRunner:
         self._slots = [backend.alloc(n) for n in spec.slot_sizes]
         self._kernels = {id(s): backend.compile(s.source, s.name) for s in spec.kernels}
         for idx in spec.constants:
-            backend.upload(self._buf(idx), np.ascontiguousarray(reference.constant(idx)))
+            value = spec.derived[idx] if idx in spec.derived else reference.constant(idx)
+            backend.upload(self._buf(idx), np.ascontiguousarray(value))
         self._input_shapes = [spec.shapes.get(i) for i in self.graph.inputIndexes]
         self._warm_up()
 

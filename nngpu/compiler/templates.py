@@ -8,8 +8,10 @@ registry and the convolution / fully connected / pooling templates; modules name
 `templates_*.py` beside it register more."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
+
+import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
@@ -25,6 +27,9 @@ class Template:
     kind: str
     tensor_inputs: list[int]                       # operand indexes, in parameter order
     body: Callable[[list[str], Dialect], list[str]]  # C lines leaving `float acc`
+    # Constants in the layout the kernel reads best: key (negative, used in tensor_inputs) →
+    # (the operand it derives from, its value). Computed once at prepare.
+    derived: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)
 
 
 def helpers(d: Dialect) -> str:
@@ -69,15 +74,22 @@ def _conv(ctx: OpContext, shapes, depthwise: bool) -> Template | None:
         if depthwise:
             lines.append(f"    acc += {ld(0, X, f'xb + c3 / {oc // c}')} * {ld(1, F, f'(kh * {kw} + kw) * (long){fc} + c3')};")
         else:
-            lines.append(f"    long fb = ((c3 * {kh} + kh) * (long){kw} + kw) * {c};")
-            lines.append(f"    for (int ic = 0; ic < {c}; ++ic) acc += {ld(0, X, 'xb + ic')} * {ld(1, F, 'fb + ic')};")
+            # The filter is read as [KH, KW, Cin, Cout]: neighbouring threads (output channels)
+            # read neighbouring weights, and all of them the same input value.
+            lines.append(f"    long fb = (kh * {kw} + kw) * (long){c * oc};")
+            lines.append(f"    for (int ic = 0; ic < {c}; ++ic) acc += {ld(0, X, 'xb + ic')} * {ld(1, F, f'fb + ic * {oc} + c3')};")
         lines.append("  }")
         lines.append("}")
         if act:
             lines.append(act)
         return lines
 
-    return Template("depthwise_conv" if depthwise else "conv", [x, f, b], body)
+    if depthwise:
+        return Template("depthwise_conv", [x, f, b], body)
+    weights = ctx.values[1]
+    if weights is None:
+        return None
+    return Template("conv", [x, -1, b], body, {-1: (f, np.transpose(weights, (1, 2, 3, 0)))})
 
 
 def _fully_connected(ctx: OpContext, shapes) -> Template | None:
@@ -90,13 +102,16 @@ def _fully_connected(ctx: OpContext, shapes) -> Template | None:
     types = [C_TYPES[ctx.in_operand(i).type] for i in range(3)]
 
     def body(names: list[str], d: Dialect) -> list[str]:
-        X, W, B = names
+        X, W, B = names  # W as [K, units]: neighbouring threads read neighbouring weights
         lines = [f"float acc = {d.load(types[2], B, 'c1')};",
                  f"for (int k = 0; k < {k}; ++k) acc += {d.load(types[0], X, f'c0 * {k} + k')} * "
-                 f"{d.load(types[1], W, f'c1 * {k} + k')};"]
+                 f"{d.load(types[1], W, f'k * {units} + c1')};"]
         return lines + ([act] if act else [])
 
-    return Template("fully_connected", [x, wt, b], body)
+    weights = ctx.values[1]
+    if weights is None:
+        return None
+    return Template("fully_connected", [x, -1, b], body, {-1: (wt, np.ascontiguousarray(weights.T))})
 
 
 def _pool(ctx: OpContext, shapes, kind: str) -> Template | None:
