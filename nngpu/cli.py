@@ -63,17 +63,28 @@ def _cmd_kernels(args) -> int:
 
 
 def _cmd_info(args) -> int:
+    from . import backends
     from .driver.device import Device
-    from .ops import load_all
     from .ops.registry import REGISTRY
 
-    load_all()
+    print("backends:")
+    for name in backends.NAMES:
+        try:
+            dev = Device(name)
+        except Exception as e:  # not installed, or no device here
+            print(f"  {name:7s} unavailable ({type(e).__name__}: {e})")
+            continue
+        print(f"  {name:7s} {dev.getVersionString()[1]}, type {dev.getType()[1].name}")
+    print(f"auto picks: {backends.resolve('auto')}")
     dev = Device(args.backend)
-    print(dev.getVersionString()[1])
-    print("type:", dev.getType()[1].name)
-    print(f"operations with a kernel: {len(REGISTRY)}")
-    for t in sorted(REGISTRY):
-        print("  ", t.name)
+    caps = dev.getCapabilities_1_3()[1]
+    perf = caps.operandPerformance[0].info
+    print(f"capabilities ({dev.backend_name}): execTime {perf.execTime}, powerUsage {perf.powerUsage} "
+          f"for {len(caps.operandPerformance)} operand types; if/while {caps.ifPerformance.execTime}")
+    print(f"supported operations ({len(REGISTRY)}):")
+    names = sorted(t.name for t in REGISTRY)
+    for k in range(0, len(names), 4):
+        print("  " + "".join(f"{n:32s}" for n in names[k : k + 4]))
     return 0
 
 

@@ -23,6 +23,15 @@ def cache_dir() -> Path:
     return path
 
 
+def kernel_template(name: str) -> str:
+    """A hand-written kernel from the top-level kernels/ folder (or the installed copy)."""
+    here = Path(__file__).resolve()
+    for base in (here.parents[2] / "kernels", here.parents[1] / "kernels"):
+        if (base / name).exists():
+            return (base / name).read_text()
+    raise FileNotFoundError(f"kernel template {name} not found")
+
+
 def cache_key(*parts: str) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -61,6 +70,11 @@ class Backend(ABC):
 
     @abstractmethod
     def synchronize(self) -> None: ...
+
+    @abstractmethod
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int) -> None:
+        """C[m, n] = A[m, k] @ B[k, n]: row-major float32 buffers (a library call where the
+        platform has one)."""
 
     def scalar_arg(self, value: int | float, kind: str) -> Any:
         """A kernel scalar argument: kind "i32" or "f32"."""

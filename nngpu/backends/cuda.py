@@ -88,6 +88,13 @@ class CudaBackend(Backend):
                 self._kernels[key] = module.get_function(name)
             return self._kernels[key]
 
+    def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
+        """cuBLAS through CuPy, on float32 views of the raw buffers."""
+        cp = self.cp
+        view = lambda buf, rows, cols: buf[: rows * cols * 4].view(cp.float32).reshape(rows, cols)  # noqa: E731
+        with self.stream:
+            cp.matmul(view(a, m, k), view(b, k, n), out=view(c, m, n))
+
     def launch(self, kernel, global_size: int, args: list, local_size: int | None = None) -> None:
         if global_size <= 0:
             return

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from ..hal.types import DeviceType
-from .base import Backend, cache_dir, cache_key
+from .base import Backend, cache_dir, cache_key, kernel_template
+
+GEMM_TILE = 16
 
 log = logging.getLogger("nngpu.backends.opencl")
 
@@ -88,6 +90,12 @@ class OpenCLBackend(Backend):
             kernel = getattr(program, name)
             self._kernels[key] = kernel
             return kernel
+
+    def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
+        kernel = self.compile(kernel_template("gemm.cl"), "nn_gemm")
+        t = GEMM_TILE
+        size = ((n + t - 1) // t * t, (m + t - 1) // t * t)
+        kernel(self.queue, size, (t, t), a, b, c, np.int32(m), np.int32(n), np.int32(k))
 
     def launch(self, kernel, global_size: int, args: list, local_size: int | None = None) -> None:
         if global_size <= 0:

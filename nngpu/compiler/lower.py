@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..driver.executor import GraphRunner
-from ..hal.types import DataLocation, Operand, OperandLifeTime, OperationType, Subgraph
+from ..hal.types import DataLocation, Operand, OperandLifeTime, OperandType, OperationType, Subgraph
 from ..modelutil import fully_specified
 from ..ops.dtypes import dtype_of, is_tensor
 from ..ops.registry import OpContext
@@ -39,6 +39,17 @@ class KernelStep:
 
 
 @dataclass
+class LibraryStep:
+    """A backend library call (GEMM): args are the A, B, C operand ids."""
+
+    kind: str
+    args: list[int]
+    m: int
+    n: int
+    k: int
+
+
+@dataclass
 class HostStep:
     op: int                          # operation index, run by the reference kernel
     inputs: list[int]
@@ -49,7 +60,7 @@ class HostStep:
 class PlanSpec:
     dialect: str
     shapes: dict[int, tuple[int, ...]]        # every tensor operand's static shape
-    steps: list[KernelStep | HostStep]
+    steps: list[KernelStep | LibraryStep | HostStep]
     device_tensors: set[int]                  # operands that live in device buffers
     constants: list[int]                      # device tensors uploaded once at prepare
     operands: list                            # the model's operands, then derived constants
@@ -129,18 +140,21 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
         if t is not None:
             heavy[k] = t
     groups = fuse(graph, exprs, heavy, shapes, fuse_ops)
-    steps: list[KernelStep | HostStep] = []
+    steps: list[KernelStep | LibraryStep | HostStep] = []
     device_tensors: set[int] = set()
     operands = list(graph.operands)
     derived: dict[int, np.ndarray] = {}
     for t in heavy.values():
-        _add_derived(t, operands, derived, shapes)
+        _resolve_keys(t, operands, derived, shapes)
     view = Subgraph(operands, graph.operations, graph.inputIndexes, graph.outputIndexes)
     for item in groups:
         if isinstance(item, Group):
-            step = _render_group(d, view, item, exprs, heavy, shapes)
-            steps.append(step)
-            device_tensors.update(step.args)
+            head = heavy[item.head] if item.head is not None else None
+            group_steps = [_render_before(d, b) for b in head.before] if head else []
+            group_steps.append(_render_group(d, view, item, exprs, heavy, shapes))
+            for step in group_steps:
+                steps.append(step)
+                device_tensors.update(step.args)
         else:
             op = graph.operations[item]
             steps.append(HostStep(item, list(op.inputs), list(op.outputs)))
@@ -151,17 +165,42 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
     return spec
 
 
-def _add_derived(t, operands: list, derived: dict, shapes: dict) -> None:
-    """Give a template's derived constants (negative keys in its tensor_inputs) operand ids of
-    their own, after the model's operands."""
+def _resolve_keys(t, operands: list, derived: dict, shapes: dict) -> None:
+    """Give a template's derived constants and temporaries (negative keys) operand ids of their
+    own, after the model's operands, and rewrite the keys wherever the template uses them."""
+    ids: dict[int, int] = {}
     for key, (source, value) in t.derived.items():
-        idx = len(operands)
+        ids[key] = len(operands)
         src = operands[source]
         operands.append(Operand(src.type, list(value.shape), 0, src.scale, src.zeroPoint,
                                 OperandLifeTime.CONSTANT_COPY, DataLocation(), src.extraParams))
-        derived[idx] = np.ascontiguousarray(value.astype(dtype_of(src.type)))
-        shapes[idx] = tuple(value.shape)
-        t.tensor_inputs = [idx if i == key else i for i in t.tensor_inputs]
+        derived[ids[key]] = np.ascontiguousarray(value.astype(dtype_of(src.type)))
+        shapes[ids[key]] = tuple(value.shape)
+    for key, shape in t.temps.items():
+        ids[key] = len(operands)
+        operands.append(Operand(OperandType.TENSOR_FLOAT32, list(shape), 1, 0.0, 0, OperandLifeTime.TEMPORARY_VARIABLE))
+        shapes[ids[key]] = tuple(shape)
+    fix = lambda i: ids.get(i, i)  # noqa: E731
+    t.tensor_inputs = [fix(i) for i in t.tensor_inputs]
+    for b in t.before:
+        if isinstance(b, templates.Gemm):
+            b.a, b.b, b.c = fix(b.a), fix(b.b), fix(b.c)
+        else:
+            b.inputs, b.out = [fix(i) for i in b.inputs], fix(b.out)
+
+
+def _render_before(d, b) -> KernelStep | LibraryStep:
+    """A step that fills a template's temporary: a GEMM call or a generated fill kernel."""
+    if isinstance(b, templates.Gemm):
+        return LibraryStep("gemm", [b.a, b.b, b.c], b.m, b.n, b.k)
+    names = [f"in{k}" for k in range(len(b.inputs))]
+    sig = [d.param("float", n, True) for n in names] + [d.param("float", "out", False)]
+    lines = [d.prelude, f"{d.kernel} {b.name}({', '.join(sig)}) {{", f"    long i = {d.gid};",
+             f"    if (i >= {b.size}) return;"]
+    lines += ["    " + s for s in b.body(names, d)]
+    lines.append("    " + d.store("float", "out", "i", "acc"))
+    lines.append("}")
+    return KernelStep(b.name, "\n".join(lines) + "\n", b.size, [*b.inputs, b.out], [], "fill")
 
 
 def _render_group(d, graph, group: Group, exprs, heavy, shapes) -> KernelStep:

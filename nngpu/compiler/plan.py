@@ -12,7 +12,7 @@ import numpy as np
 from ..driver.buffer import DeviceValue
 from ..driver.executor import GraphRunner
 from ..ops.dtypes import dtype_of
-from .lower import HostStep, KernelStep, PlanSpec
+from .lower import HostStep, KernelStep, LibraryStep, PlanSpec
 
 log = logging.getLogger("nngpu.plan")
 
@@ -85,6 +85,8 @@ class PlanRunner:
         for step in spec.steps:
             if isinstance(step, KernelStep):
                 backend.launch(self._kernels[id(step)], step.global_size, [self._buf(i) for i in step.args])
+            elif isinstance(step, LibraryStep):
+                backend.gemm(*[self._buf(i) for i in step.args], step.m, step.n, step.k)
             else:
                 self._host_step(step, host, device_inputs)
         outputs = []

@@ -23,6 +23,30 @@ FLOATS = {T.TENSOR_FLOAT32, T.TENSOR_FLOAT16}
 
 
 @dataclass
+class Gemm:
+    """C[m, n] = A[m, k] @ B[k, n] by the backend's library call, before the template's kernel.
+    Fields are operand ids or the template's negative keys."""
+
+    a: int
+    b: int
+    c: int
+    m: int
+    n: int
+    k: int
+
+
+@dataclass
+class Fill:
+    """A generated kernel writing a temporary element by element (flat index i), e.g. im2col."""
+
+    name: str
+    inputs: list[int]
+    out: int
+    size: int
+    body: Callable[[list[str], Dialect], list[str]]   # C lines leaving `float acc` for element i
+
+
+@dataclass
 class Template:
     kind: str
     tensor_inputs: list[int]                       # operand indexes, in parameter order
@@ -30,6 +54,9 @@ class Template:
     # Constants in the layout the kernel reads best: key (negative, used in tensor_inputs) →
     # (the operand it derives from, its value). Computed once at prepare.
     derived: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)
+    # Float32 temporaries (key → shape) and the steps that fill them before this kernel runs.
+    temps: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    before: list[Gemm | Fill] = field(default_factory=list)
 
 
 def helpers(d: Dialect) -> str:
@@ -89,7 +116,50 @@ def _conv(ctx: OpContext, shapes, depthwise: bool) -> Template | None:
     weights = ctx.values[1]
     if weights is None:
         return None
+    m, kk = on * oh * ow, kh * kw * c
+    if types == ["float"] * 3 and m * oc * kk >= GEMM_MIN_WORK:
+        return _conv_gemm(x, f, b, weights, (n, h, w, c), (kh, kw), (oh, ow, oc), win, act)
     return Template("conv", [x, -1, b], body, {-1: (f, np.transpose(weights, (1, 2, 3, 0)))})
+
+
+GEMM_MIN_WORK = 1 << 21  # multiply-adds from which a convolution goes through im2col + GEMM
+
+
+def _conv_gemm(x, f, b, weights, in_shape, k_shape, out_shape, win, act) -> Template:
+    """CONV_2D as GEMM: patches [N*OH*OW, KH*KW*C] (skipped for 1x1 stride-1 unpadded) times
+    the filter as [KH*KW*C, Cout], then bias + activation (+ epilogue) in the kernel."""
+    n, h, w, c = in_shape
+    kh, kw = k_shape
+    oh, ow, oc = out_shape
+    m, kk = n * oh * ow, kh * kw * c
+    direct = kh == kw == 1 and win.stride_h == win.stride_w == 1 and win.pad_top == win.pad_left == 0 \
+        and (oh, ow) == (h, w)
+    derived = {-1: (f, np.transpose(weights, (1, 2, 3, 0)).reshape(kk, oc))}
+    temps = {-2: (m, oc)}
+    before: list[Gemm | Fill] = []
+    a = x
+    if not direct:
+        temps[-3] = (m, kk)
+        a = -3
+
+        def im2col(names: list[str], d: Dialect) -> list[str]:
+            X = names[0]
+            return [f"long row = i / {kk}, col = i % {kk};",
+                    f"int ic = (int)(col % {c}), kx = (int)((col / {c}) % {kw}), ky = (int)(col / ({c} * {kw}));",
+                    f"int ox = (int)(row % {ow}), oy = (int)((row / {ow}) % {oh}); long bn = row / ({ow} * {oh});",
+                    f"int ih = oy * {win.stride_h} - {win.pad_top} + ky * {win.dil_h};",
+                    f"int iw = ox * {win.stride_w} - {win.pad_left} + kx * {win.dil_w};",
+                    f"float acc = (ih >= 0 && ih < {h} && iw >= 0 && iw < {w}) ? "
+                    f"{d.load('float', X, f'((bn * {h} + ih) * (long){w} + iw) * {c} + ic')} : 0.0f;"]
+
+        before.append(Fill("nn_im2col", [x], -3, m * kk, im2col))
+    before.append(Gemm(a, -1, -2, m, oc, kk))
+
+    def epilogue(names: list[str], d: Dialect) -> list[str]:
+        T, B = names
+        return [f"float acc = {T}[i] + {B}[c3];"] + ([act] if act else [])
+
+    return Template("conv_gemm", [-2, b], epilogue, derived, temps, before)
 
 
 def _fully_connected(ctx: OpContext, shapes) -> Template | None:
@@ -111,7 +181,16 @@ def _fully_connected(ctx: OpContext, shapes) -> Template | None:
     weights = ctx.values[1]
     if weights is None:
         return None
-    return Template("fully_connected", [x, -1, b], body, {-1: (wt, np.ascontiguousarray(weights.T))})
+    derived = {-1: (wt, np.ascontiguousarray(weights.T))}
+    batch = shapes[op.outputs[0]][0]
+    if types == ["float"] * 3 and batch * units * k >= GEMM_MIN_WORK:
+        def epilogue(names: list[str], d: Dialect) -> list[str]:
+            T, B = names
+            return [f"float acc = {T}[i] + {B}[c1];"] + ([act] if act else [])
+
+        return Template("fully_connected_gemm", [-2, b], epilogue, derived, {-2: (batch, units)},
+                        [Gemm(x, -1, -2, batch, units, k)])
+    return Template("fully_connected", [x, -1, b], body, derived)
 
 
 def _pool(ctx: OpContext, shapes, kind: str) -> Template | None:

@@ -5,7 +5,8 @@ DEPTH_TO_SPACE, SPACE_TO_DEPTH, CHANNEL_SHUFFLE, BATCH_TO_SPACE_ND, either layou
 output element to one input element by a function that is a sum of one term per output axis.
 Rather than re-deriving each op's index rules, the builder runs the op's own reference kernel
 on a tensor of flat indices, so the map is the reference's by construction, and fits every
-axis to `a * (c / m) + b * (c % m)` (affine, tiled or block-split), checking the fit exactly.
+axis to a mixed-radix sum `w0 * (c % r0) + w1 * (c / r0 % r1) + ...` (affine, tiled or
+block-split), checking the fit exactly.
 CONCATENATION, PAD / PAD_V2 and GATHER have closed forms of their own."""
 from __future__ import annotations
 
@@ -32,24 +33,39 @@ def source_map(ctx: OpContext, shapes: dict) -> np.ndarray | None:
     return out if out.shape == tuple(shapes[y]) and out.dtype == np.int64 else None
 
 
-def _axis_term(g: np.ndarray) -> tuple[int, int, int] | None:
-    """(a, m, b) with g[c] == a * (c // m) + b * (c % m) for every c, or None."""
-    n = len(g)
-    if n == 1:
-        return 0, 1, 0
-    c = np.arange(n, dtype=np.int64)
-    b = int(g[1])
-    off = np.flatnonzero(g != b * c)
-    if not off.size:
-        return 0, n, b
-    m = int(off[0])
-    a = int(g[m])
-    return (a, m, b) if np.array_equal(g, a * (c // m) + b * (c % m)) else None
+def axis_digits(g: np.ndarray) -> list[tuple[int, int | None, int]] | None:
+    """g[c] as a mixed-radix sum: [(place, radix, weight)] with g[c] == sum(weight * (c // place
+    % radix)) (radix None: the top digit, unbounded), or None. Affine maps give one digit, tiled
+    and block-split axes (TILE, DEPTH_TO_SPACE in either layout) two or three."""
+    c = np.arange(len(g), dtype=np.int64)
+    digits: list[tuple[int, int | None, int]] = []
+    place, predicted = 1, np.zeros(len(g), dtype=np.int64)
+    while True:
+        weight = int(g[place]) if place < len(g) else 0
+        full = predicted + weight * (c // place)
+        off = np.flatnonzero(full != g)
+        if not off.size:
+            digits.append((place, None, weight))
+            return digits
+        nxt = int(off[0])
+        if nxt % place:
+            return None
+        digits.append((place, nxt // place, weight))
+        predicted = predicted + weight * (c // place % (nxt // place))
+        place = nxt
+
+
+def _digit_terms(c: str, digits) -> list[tuple[str, int]]:
+    out = []
+    for place, radix, weight in digits:
+        d = c if place == 1 else f"{c} / {place}"
+        out.append((d if radix is None else f"({d}) % {radix}", weight))
+    return out
 
 
 def separable_index(src: np.ndarray) -> str | None:
     """A C expression of the flat source index in c0..c{rank-1}, or None when the map is not a
-    sum of per-axis div/mod-affine terms."""
+    sum of per-axis mixed-radix terms."""
     if np.array_equal(src.reshape(-1), np.arange(src.size)):
         return "i"
     rank = src.ndim
@@ -60,18 +76,13 @@ def separable_index(src: np.ndarray) -> str | None:
         at = [0] * rank
         at[k] = slice(None)
         g = src[tuple(at)] - base
-        fit = _axis_term(g)
-        if fit is None:
+        digits = axis_digits(g)
+        if digits is None:
             return None
-        a, m, b = fit
         view = [1] * rank
         view[k] = src.shape[k]
         predicted = predicted + g.reshape(view)
-        c = f"c{k}"
-        if m >= src.shape[k]:
-            terms.append((c, b))
-        else:
-            terms += [(f"{c} / {m}", a), (f"{c} % {m}", b)]
+        terms += _digit_terms(f"c{k}", digits)
     if not np.array_equal(predicted, src):
         return None
     return linear(terms, base)

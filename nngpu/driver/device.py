@@ -57,7 +57,7 @@ class Device(IDevice):
         self.backend_name = backends.resolve(backend)
         self.backend = backends.create(self.backend_name)
         self.name = name or f"nngpu-{backend}"
-        self._perf = PerformanceInfo(1.0, 1.0)
+        self._perf = _performance(self.backend)
         self._buffers = BufferTable()
 
     # ---- capabilities and queries ---------------------------------------------------------
@@ -224,6 +224,17 @@ class Device(IDevice):
             return ErrorStatus.INVALID_ARGUMENT, None, 0
         buffer = self._buffers.add(lambda token: DeviceBuffer(token, plan.operand, plan.dims, plan.roles, self.backend))
         return ErrorStatus.NONE, buffer, buffer.token
+
+
+def _performance(backend) -> PerformanceInfo:
+    """Relative figures (the numpy reference = 1.0, lower is better) the runtime uses to choose
+    between devices: a GPU backend runs whole kernels on the device, a CPU OpenCL device
+    (PoCL) is about on par with numpy."""
+    if backend is None:
+        return PerformanceInfo(1.0, 1.0)
+    if backend.device_type == DeviceType.GPU:
+        return PerformanceInfo(0.1, 0.5)
+    return PerformanceInfo(0.9, 1.0)
 
 
 def _copy_graphs(m: Model_1_3) -> Model_1_3:

@@ -1,0 +1,61 @@
+"""Convolutions and fully connected layers large enough to take the im2col + GEMM path match
+the numpy reference on every device backend."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.backends import device_backends
+from nngpu.compiler.lower import LibraryStep, lower
+from nngpu.driver.device import Device
+from nngpu.driver.executor import GraphRunner
+from nngpu.hal import OperandType as T, OperationType as Op
+from nngpu.modelutil import as_model_1_3
+from nngpu.testing import output, run_model, scalar, single_op_model, tensor
+
+rng = np.random.default_rng(3)
+
+
+def conv(shape, cout, k, stride, padding, act=1):
+    n, h, w, c = shape
+    x = rng.standard_normal(shape, dtype=np.float32)
+    f = rng.standard_normal((cout, k, k, c), dtype=np.float32) * 0.2
+    b = rng.standard_normal(cout, dtype=np.float32)
+    ins = [tensor(T.TENSOR_FLOAT32, x), tensor(T.TENSOR_FLOAT32, f, const=True), tensor(T.TENSOR_FLOAT32, b, const=True),
+           scalar(T.INT32, padding), scalar(T.INT32, stride), scalar(T.INT32, stride), scalar(T.INT32, act)]
+    return single_op_model(Op.CONV_2D, ins, [output(T.TENSOR_FLOAT32, [0, 0, 0, 0])]), x
+
+
+def fully_connected(batch, k, units):
+    x = rng.standard_normal((batch, k), dtype=np.float32)
+    w = rng.standard_normal((units, k), dtype=np.float32) * 0.1
+    b = rng.standard_normal(units, dtype=np.float32)
+    ins = [tensor(T.TENSOR_FLOAT32, x), tensor(T.TENSOR_FLOAT32, w, const=True), tensor(T.TENSOR_FLOAT32, b, const=True),
+           scalar(T.INT32, 3)]
+    return single_op_model(Op.FULLY_CONNECTED, ins, [output(T.TENSOR_FLOAT32, [batch, units])]), x
+
+
+CASES = {
+    "conv3x3-same": lambda: conv((1, 28, 28, 32), 64, 3, 1, 1),
+    "conv3x3-valid-stride2": lambda: conv((2, 29, 29, 16), 48, 3, 2, 2, act=0),
+    "conv1x1": lambda: conv((1, 32, 32, 64), 64, 1, 1, 2),
+    "fully-connected": lambda: fully_connected(64, 512, 256),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_takes_the_gemm_path(name):
+    model, _ = CASES[name]()
+    spec = lower(GraphRunner(as_model_1_3(model)), "opencl")
+    assert any(isinstance(s, LibraryStep) for s in spec.steps)
+
+
+@pytest.mark.parametrize("backend", device_backends())
+@pytest.mark.parametrize("name", CASES)
+def test_matches_reference(backend, name):
+    model, x = CASES[name]()
+    cap = 1 << 22
+    ref = run_model(model, [x], [cap], Device("numpy"))
+    got = run_model(model, [x], [cap], Device(backend))
+    assert got.status == ref.status and got.shapes == ref.shapes
+    np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-4, atol=1e-4)
