@@ -1,13 +1,23 @@
 """Latency of one small execution (ADD of two 1x1000 float32 tensors) on each path:
-executeSynchronously, execute_1_2 + callback, a burst in process, a burst to another process.
+executeSynchronously, execute_1_2 + callback, a burst in process, a burst to another process;
+and the bare FMQ round trip to another process (a 7-datum packet echoed back), busy-polled on
+both sides and sleeping on both sides, which bound what a burst's transport can cost.
 
 Run explicitly: `pytest bench` (the default `pytest` run collects tests/ only)."""
+import socket
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
-from nngpu.burst import ExecutionBurstController
+from nngpu.burst import CLIENT_SPIN_US, ExecutionBurstController
+from nngpu.burst_serialization import DATUM_SIZE
+from nngpu.driver.burst_server import SERVER_SPIN_US
 from nngpu.driver.callbacks import ExecutionCallback, PreparedModelCallback
 from nngpu.driver.device import Device
+from nngpu.fmq import MessageQueue, send_descriptor
 from nngpu.hal.types import (
     DataLocation,
     ErrorStatus,
@@ -91,3 +101,45 @@ def test_burst_cross_process(benchmark, model, request_):
         assert status == ErrorStatus.NONE
         with ExecutionBurstController.create(remote) as burst:
             _check(benchmark(burst.compute, req, MeasureTiming.NO), out)
+
+
+# ---- the bare ring ----------------------------------------------------------------------------------
+_ECHO = textwrap.dedent("""
+    import socket, sys
+    from nngpu.fmq import MessageQueue, recv_descriptor
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    spin = float(sys.argv[2])
+    (d_in, _), (d_out, _) = recv_descriptor(sock), recv_descriptor(sock)
+    qin, qout = MessageQueue.attach(d_in, dup=False, spin_us=spin), MessageQueue.attach(d_out, dup=False, spin_us=spin)
+    while (pkt := qin.read_blocking(timeout=60)) is not None:
+        qout.write(pkt)
+""")
+
+
+@pytest.mark.parametrize("mode", ["busy_polled", "sleeping"])
+def test_ring_round_trip_cross_process(benchmark, mode):
+    """What a burst to another process would cost with free serialization and execution: the
+    busy-polled case uses the burst's spin defaults, the sleeping one pays an eventfd wake-up
+    on each side."""
+    client_spin, server_spin = (CLIENT_SPIN_US, SERVER_SPIN_US) if mode == "busy_polled" else (0, 0)
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([sys.executable, "-c", _ECHO, str(child.fileno()), str(server_spin)],
+                            pass_fds=[child.fileno()])
+    child.close()
+    to_child = MessageQueue(DATUM_SIZE, 1024, spin_us=client_spin)
+    from_child = MessageQueue(DATUM_SIZE, 1024, spin_us=client_spin)
+    try:
+        send_descriptor(parent, to_child.descriptor())
+        send_descriptor(parent, from_child.descriptor())
+        packet = bytes(range(7 * DATUM_SIZE))
+
+        def round_trip():
+            to_child.write(packet)
+            return from_child.read_blocking(None, timeout=10)
+
+        assert benchmark(round_trip) == packet
+    finally:
+        to_child.close()
+        from_child.close()
+        parent.close()
+        proc.wait(timeout=20)

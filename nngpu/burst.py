@@ -9,7 +9,14 @@ Slots are keyed by object identity and hold the Memory weakly: once a Memory is 
 slot is released to the driver with IBurstContext.freeMemory before the next compute (or at
 once with forget()). Slot numbers are never reused within a burst, so a driver can never
 confuse a freed memory with a new one. `prepared` may be in this process or a proxy for a
-driver in another process (nngpu.service.burst_ipc); the controller only uses the HAL API.
+driver in another process (nngpu.service.burst_ipc); the controller only uses the HAL API, plus
+one optional fast path: a context with serve_inline (nngpu's own driver, in this process) runs
+the packet just written on the calling thread, as the GIL makes a hand-off to its worker cost two
+thread wake-ups (nngpu.driver.burst_server explains). The packet still crosses both FMQs.
+
+Waiting for a result of a driver in another process busy-polls for `spin_us` (default
+CLIENT_SPIN_US, env NNGPU_BURST_CLIENT_SPIN_US) before sleeping: long enough to cover a small
+model's execution, so a hot burst costs no wake-up on either side.
 """
 from __future__ import annotations
 
@@ -20,16 +27,8 @@ import threading
 import weakref
 from typing import Any
 
-from .burst_serialization import (
-    DATUM_SIZE,
-    PacketError,
-    deserialize_result,
-    request_packet_length,
-    request_to_bytes,
-    result_from_bytes,
-    serialize_request,
-)
-from .fmq import DEFAULT_SPIN_US, MessageQueue
+from .burst_serialization import DATUM_SIZE, PacketError, decode_result, encode_request
+from .fmq import MessageQueue
 from .hal.interfaces import IBurstCallback, IBurstContext
 from .hal.types import ErrorStatus, MeasureTiming, MemoryPool, OutputShape, Request, Timing
 from .memory import Memory
@@ -39,6 +38,10 @@ __all__ = ["ExecutionBurstController", "BurstCallback", "BurstError", "DEFAULT_C
 log = logging.getLogger("nngpu.burst")
 
 DEFAULT_CHANNEL_LENGTH = 1024  # elements per FMQ (the VTS uses this length)
+# µs the client busy-polls for a result before sleeping (a driver in another process); measured
+# on 2 shared cores, see bench/test_bench_burst.py.
+CLIENT_SPIN_US = float(os.environ.get("NNGPU_BURST_CLIENT_SPIN_US", "500"))
+_MEASURES = {int(m): m for m in MeasureTiming}
 
 ComputeResult = tuple[ErrorStatus, list[OutputShape], Timing]
 
@@ -151,21 +154,28 @@ class ExecutionBurstController:
         self._prepared = prepared_model
         self._requests = requests
         self._results = results
+        self._request_capacity = requests.capacity * DATUM_SIZE  # bytes
         self.callback = callback
         self.context = context
         self.timeout = timeout
         self._lock = threading.Lock()
         self._closed = False
         self._finalizer = weakref.finalize(self, _release, requests, results, context)
+        inline = getattr(context, "serve_inline", None)
+        self._inline = inline if callable(inline) and getattr(context, "in_process", False) else None
+        if self._inline is not None:
+            results.spin_s = 0.0  # the worker needs the GIL this thread would spin with
 
     @classmethod
     def create(cls, prepared_model, *, request_length: int = DEFAULT_CHANNEL_LENGTH,
                result_length: int = DEFAULT_CHANNEL_LENGTH, blocking: bool = True,
-               spin_us: float = DEFAULT_SPIN_US, timeout: float | None = None) -> "ExecutionBurstController":
+               spin_us: float | None = None, timeout: float | None = None) -> "ExecutionBurstController":
         """Create both FMQs and configure a burst on `prepared_model`; BurstError on failure.
-        `timeout` bounds each compute's wait (None: until the result or the driver goes away)."""
-        requests = MessageQueue(DATUM_SIZE, request_length, blocking=blocking, spin_us=spin_us)
-        results = MessageQueue(DATUM_SIZE, result_length, blocking=blocking, spin_us=spin_us)
+        `timeout` bounds each compute's wait (None: until the result or the driver goes away);
+        `spin_us` how long a wait busy-polls before it sleeps (None: CLIENT_SPIN_US)."""
+        spin = CLIENT_SPIN_US if spin_us is None else spin_us
+        requests = MessageQueue(DATUM_SIZE, request_length, blocking=blocking, spin_us=spin)
+        results = MessageQueue(DATUM_SIZE, result_length, blocking=blocking, spin_us=spin)
         callback = BurstCallback()
         try:
             status, context = prepared_model.configureExecutionBurst(callback, requests, results)
@@ -185,23 +195,32 @@ class ExecutionBurstController:
         with self._lock:
             if self._closed:
                 return ErrorStatus.GENERAL_FAILURE, [], Timing()
-            self._free_dead()
+            if self.callback._dead:
+                self._free_dead()
             try:
-                measure = MeasureTiming(measure)
+                m = _MEASURES.get(measure)
+                if m is None:
+                    raise ValueError(f"bad MeasureTiming {measure!r}")
                 slots = self._slots(request)
-                if slots is None or request_packet_length(request) > self._requests.capacity:
-                    return self._fallback(request, measure)  # like the reference: the slow path
-                packet = request_to_bytes(serialize_request(request, measure, slots))
+                if slots is None:
+                    return self._fallback(request, m)  # like the reference: the slow path
+                packet = encode_request(request, m, slots)
             except (PacketError, ValueError, TypeError, AttributeError) as e:
                 log.info("burst compute: bad request: %s", e)
                 return ErrorStatus.INVALID_ARGUMENT, [], Timing()
-            if not self._requests.write_blocking(packet, timeout=self.timeout):
+            if len(packet) > self._request_capacity:
+                return self._fallback(request, m)
+            inline = self._inline
+            if inline is not None and self._requests.write(packet, wake=False):
+                if not inline():  # its worker is busy: it reads the packet next, once woken
+                    self._requests.wake_reader()
+            elif not self._requests.write_blocking(packet, timeout=self.timeout):
                 return self._broken("the request could not be sent")
             raw = self._results.read_blocking(None, timeout=self.timeout)
             if raw is None:
                 return self._broken("no result came back")
             try:
-                return deserialize_result(result_from_bytes(raw))
+                return decode_result(raw)
             except PacketError as e:
                 log.warning("burst: ill-formed result packet: %s", e)
                 return ErrorStatus.GENERAL_FAILURE, [], Timing()

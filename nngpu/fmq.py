@@ -78,6 +78,8 @@ def _make_fence():
 
 
 _fence = _make_fence()
+# A spinning waiter gives up the CPU (to processes sharing the core) and the GIL on every turn.
+_yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
 
 
@@ -222,28 +224,37 @@ class MessageQueue:
         return self.capacity - (w_ctr.value - r)
 
     # ---- non-blocking transfer -------------------------------------------------------------
-    def write(self, data: bytes | bytearray | memoryview) -> bool:
-        """Enqueue whole elements atomically: all of them, or (False) none."""
-        n, rest = divmod(len(data), self.element_size)
-        if rest or n == 0 or self.closed:
+    def write(self, data: bytes | bytearray | memoryview, wake: bool = True) -> bool:
+        """Enqueue whole elements atomically: all of them, or (False) none. wake=False skips
+        the "not empty" signal: for a writer that knows nobody sleeps on it (see wake_reader)."""
+        size = len(data)
+        n, rest = divmod(size, self.element_size)
+        if rest or n == 0:
             return False
         with self._lock:
-            if self._closed_locally:
+            if self._closed_locally or self._closed_word.value:
                 return False
             w = self._write_ctr.value
             if n > self.capacity - (w - self._read_ctr.value):
                 return False
             start = (w % self.capacity) * self.element_size
-            first = min(len(data), self._ring_bytes - start)
-            self._ring[start:start + first] = data[:first]
-            if first < len(data):
-                self._ring[: len(data) - first] = data[first:]
+            first = self._ring_bytes - start
+            if size <= first:
+                self._ring[start:start + size] = data
+            else:  # the packet wraps around the end of the ring
+                self._ring[start:] = data[:first]
+                self._ring[: size - first] = data[first:]
             if _fence:
                 _fence()
             self._write_ctr.value = w + n  # publish: the payload is in place
-        if self.blocking:
+        if wake and self.blocking:
             self._signal(self.desc.not_empty_fd)
         return True
+
+    def wake_reader(self) -> None:
+        """Signal "not empty" (after a write(..., wake=False) that turned out to need it)."""
+        if self.blocking:
+            self._signal(self.desc.not_empty_fd)
 
     def read(self, count: int | None = None) -> bytes | None:
         """Dequeue exactly `count` elements (None: everything available), or None if not there."""
@@ -259,10 +270,11 @@ class MessageQueue:
                 return None
             start = (r % self.capacity) * self.element_size
             size = n * self.element_size
-            first = min(size, self._ring_bytes - start)
-            out = bytes(self._ring[start:start + first])
-            if first < size:
-                out += bytes(self._ring[: size - first])
+            first = self._ring_bytes - start
+            if size <= first:
+                out = bytes(self._ring[start:start + size])
+            else:
+                out = bytes(self._ring[start:]) + bytes(self._ring[: size - first])
             if _fence:
                 _fence()
             self._read_ctr.value = r + n
@@ -278,7 +290,7 @@ class MessageQueue:
             return False
         if self.write(data):
             return True
-        ok = self._wait(lambda: self.available_to_write() >= n, self._poll_full, self.desc.not_full_fd, timeout)
+        ok = self._wait(self.available_to_write, n, self._poll_full, self.desc.not_full_fd, timeout)
         return ok and self.write(data)
 
     def read_blocking(self, count: int | None = None, timeout: float | None = None) -> bytes | None:
@@ -288,19 +300,25 @@ class MessageQueue:
         out = self.read(count)
         if out is not None:
             return out
-        need = 1 if count is None else count
-        if need > self.capacity or need <= 0:
-            return None
-        if not self._wait(lambda: self.available_to_read() >= need, self._poll_empty, self.desc.not_empty_fd, timeout):
+        if not self.wait_readable(1 if count is None else count, timeout):
             return None
         return self.read(count)
 
-    def _wait(self, ready, poller, fd: int, timeout: float | None) -> bool:
+    def wait_readable(self, count: int = 1, timeout: float | None = None) -> bool:
+        """Wait up to `timeout` s until `count` elements can be read; False on timeout or close."""
+        if count > self.capacity or count <= 0:
+            return False
+        return self._wait(self.available_to_read, count, self._poll_empty, self.desc.not_empty_fd, timeout)
+
+    def _wait(self, available, need: int, poller, fd: int, timeout: float | None) -> bool:
+        """Spin for spin_s (yielding the CPU and the GIL every turn), then sleep on `fd`."""
+        if available() >= need:
+            return True
         start = time.monotonic()
         deadline = None if timeout is None else start + max(timeout, 0.0)
         spin_until = start + self.spin_s
         while True:
-            if ready():
+            if available() >= need:
                 return True
             if self.closed:
                 return False
@@ -308,7 +326,7 @@ class MessageQueue:
             if deadline is not None and now >= deadline:
                 return False
             if now < spin_until:
-                time.sleep(0)  # yield the GIL: the other end may be a thread of this process
+                _yield()
                 continue
             if poller is None:
                 time.sleep(_POLL_SLEEP_S)

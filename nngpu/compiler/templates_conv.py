@@ -87,7 +87,7 @@ def _conv_kind(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
         lines += ["  }", "}"]
         return lines + ([act] if act else [])
 
-    return Template(f"{kind}_conv", [x, f, b], body)
+    return Template({"conv": "conv", "depthwise": "depthwise_conv", "grouped": "grouped_conv"}[kind], [x, f, b], body)
 
 
 @template(Op.TRANSPOSE_CONV_2D)

@@ -1,4 +1,5 @@
-"""Data-movement operations as device copies (float32 / float16).
+"""Data-movement operations as device copies (float32 / float16, and quant8 tensors that keep
+their scale and zeroPoint once the renderer has a C type for them).
 
 Most of them (RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, SLICE, STRIDED_SLICE, TILE,
 DEPTH_TO_SPACE, SPACE_TO_DEPTH, CHANNEL_SHUFFLE, BATCH_TO_SPACE_ND, either layout) map each
@@ -7,18 +8,19 @@ Rather than re-deriving each op's index rules, the builder runs the op's own ref
 on a tensor of flat indices, so the map is the reference's by construction, and fits every
 axis to a mixed-radix sum `w0 * (c % r0) + w1 * (c / r0 % r1) + ...` (affine, tiled or
 block-split), checking the fit exactly.
-CONCATENATION, PAD / PAD_V2 and GATHER have closed forms of their own."""
+CONCATENATION, PAD / PAD_V2, GATHER and SPACE_TO_BATCH_ND have closed forms of their own."""
 from __future__ import annotations
 
 import numpy as np
 
+from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ..ops import movement
+from ..ops import movement, space
 from ..ops._movement_util import norm_axis, zero_value
 from ..ops.registry import REGISTRY, OpContext
 from .render import Dialect
 from .templates import Template, template
-from .templates_util import ctype, linear, literal, nonempty, params_known, same_float, storage_round, strides
+from .templates_util import ctype, linear, literal, nonempty, params_known, same_copy_type, storage_round, strides
 
 _SEPARABLE = (Op.RESHAPE, Op.SQUEEZE, Op.EXPAND_DIMS, Op.TRANSPOSE, Op.SLICE, Op.STRIDED_SLICE, Op.TILE,
               Op.DEPTH_TO_SPACE, Op.SPACE_TO_DEPTH, Op.CHANNEL_SHUFFLE, Op.BATCH_TO_SPACE_ND)
@@ -90,7 +92,7 @@ def separable_index(src: np.ndarray) -> str | None:
 
 def _separable(ctx: OpContext, shapes: dict) -> Template | None:
     x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
-    if not same_float(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
+    if not same_copy_type(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
         return None
     src = source_map(ctx, shapes)
     index = None if src is None else separable_index(src)
@@ -109,7 +111,7 @@ def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
     n = ctx.num_inputs - 1
     ins = list(ctx.operation.inputs[:n])
     y = ctx.operation.outputs[0]
-    if not same_float(ctx, range(n)) or not params_known(ctx, [n]) or not nonempty(shapes, [*ins, y]):
+    if not same_copy_type(ctx, range(n)) or not params_known(ctx, [n]) or not nonempty(shapes, [*ins, y]):
         return None
     out_shape = shapes[y]
     axis = norm_axis(int(ctx.scalar(n)), len(out_shape))
@@ -138,13 +140,14 @@ def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
 
 def _pad(ctx: OpContext, shapes: dict) -> Template | None:
     x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
-    if not same_float(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
+    if not same_copy_type(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
         return None
     in_shape = shapes[x]
     pads = movement._paddings(ctx, 1, len(in_shape))
     if [a + n + b for (a, b), n in zip(pads, in_shape)] != list(shapes[y]):
         return None
-    value = zero_value(ctx) if ctx.num_inputs < 3 else movement._pad_value(ctx, np.float32)
+    dtype = np.int8 if ctx.out_operand(0).type == T.TENSOR_QUANT8_ASYMM_SIGNED else np.uint8
+    value = zero_value(ctx) if ctx.num_inputs < 3 else movement._pad_value(ctx, dtype)
     fill = literal(storage_round(float(value), ctx.out_operand(0).type))
     coords = [f"c{k} - {a}" if a else f"c{k}" for k, (a, _) in enumerate(pads)]
     outside = [f"c{k} < {a} || c{k} >= {a + n}" if a else f"c{k} >= {n}"
@@ -171,7 +174,7 @@ def _gather(ctx: OpContext, shapes: dict) -> Template | None:
     (and the index is clamped anyway, so no read leaves the buffer)."""
     x, indices = ctx.operation.inputs[0], ctx.operation.inputs[2]
     y = ctx.operation.outputs[0]
-    if not same_float(ctx, [0]) or not params_known(ctx, [1, 2]) or ctx.values[2] is None \
+    if not same_copy_type(ctx, [0]) or not params_known(ctx, [1, 2]) or ctx.values[2] is None \
             or not nonempty(shapes, [x, indices, y]):
         return None
     in_shape, idx_shape = shapes[x], shapes[indices]
@@ -191,3 +194,36 @@ def _gather(ctx: OpContext, shapes: dict) -> Template | None:
                 f"float acc = {d.load(t, names[0], linear(terms))};"]
 
     return Template("gather", [x, indices], body)
+
+
+@template(Op.SPACE_TO_BATCH_ND)
+def _space_to_batch(ctx: OpContext, shapes: dict) -> Template | None:
+    """Output batch (i * bw + j) * N + b, row r, column q reads the zero-padded input at
+    (b, r * bh + i - top, q * bw + j - left); padding reads as the logical zero."""
+    x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
+    if not same_copy_type(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
+        return None
+    if len(shapes[x]) != 4:
+        return None
+    nchw = bool(ctx.scalar(3, False))
+    bh, bw = space._block(ctx)
+    pads = np.asarray(ctx.input(2))
+    if pads.shape != (2, 2) or np.any(pads < 0):
+        return None
+    top, left = int(pads[0][0]), int(pads[1][0])
+    n, c, h, w = shapes[x] if nchw else (shapes[x][0], shapes[x][3], shapes[x][1], shapes[x][2])
+    oh, ow = (h + top + int(pads[0][1])) // bh, (w + left + int(pads[1][1])) // bw
+    if tuple(shapes[y]) != ((n * bh * bw, c, oh, ow) if nchw else (n * bh * bw, oh, ow, c)):
+        return None
+    ch, row, col = ("c1", "c2", "c3") if nchw else ("c3", "c1", "c2")
+    fill = literal(storage_round(zero_value(ctx), ctx.out_operand(0).type))
+    t = ctype(ctx, 0)
+    at = (f"((b * {c} + {ch}) * {h} + ih) * (long){w} + iw" if nchw
+          else f"((b * {h} + ih) * (long){w} + iw) * {c} + {ch}")
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        return [f"long b = c0 % {n}, bi = c0 / {n};",
+                f"long ih = {row} * {bh} + bi / {bw} - {top}, iw = {col} * {bw} + bi % {bw} - {left};",
+                f"float acc = (ih < 0 || ih >= {h} || iw < 0 || iw >= {w}) ? {fill} : {d.load(t, names[0], at)};"]
+
+    return Template("space_to_batch", [x], body)

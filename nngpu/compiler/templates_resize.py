@@ -14,7 +14,7 @@ from ..ops import resize
 from ..ops.registry import OpContext, OpError
 from .render import Dialect
 from .templates import Template, template
-from .templates_util import ctype, literal, nonempty, params_known, same_float
+from .templates_util import ctype, literal, nonempty, params_known, same_copy_type, same_float
 
 F32 = np.float32
 
@@ -52,7 +52,8 @@ def _bilinear_axis(c: str, out_size: int, in_size: int, align: bool, half: bool,
 
 def _resize(ctx: OpContext, shapes: dict, kind: Op) -> Template | None:
     x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
-    if not same_float(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
+    copies = kind == Op.RESIZE_NEAREST_NEIGHBOR  # quant8 nearest neighbour is a pure copy
+    if not (same_copy_type if copies else same_float)(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
         return None
     if len(shapes[x]) != 4:
         return None

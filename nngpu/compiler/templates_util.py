@@ -13,6 +13,7 @@ from ..ops.registry import OpContext
 from .render import C_TYPES, float_literal
 
 FLOATS = {T.TENSOR_FLOAT32, T.TENSOR_FLOAT16}
+QUANT8 = {T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED}
 
 
 def params_known(ctx: OpContext, positions: Sequence[int]) -> bool:
@@ -25,6 +26,18 @@ def same_float(ctx: OpContext, positions: Sequence[int]) -> bool:
     """The listed inputs and output 0 are all float32 or all float16."""
     t = ctx.out_operand(0).type
     return t in FLOATS and all(ctx.in_operand(p).type == t for p in positions)
+
+
+def same_copy_type(ctx: OpContext, positions: Sequence[int]) -> bool:
+    """Like same_float, and also quant8 tensors that keep the output's scale and zeroPoint (the
+    op is then a pure copy of stored values), once the renderer has a C type for them."""
+    if same_float(ctx, positions):
+        return True
+    out = ctx.out_operand(0)
+    if out.type not in QUANT8 or out.type not in C_TYPES:
+        return False
+    return all(ctx.in_operand(p).type == out.type and np.float32(ctx.in_operand(p).scale) == np.float32(out.scale)
+               and ctx.in_operand(p).zeroPoint == out.zeroPoint for p in positions)
 
 
 def nonempty(shapes: dict, operands: Sequence[int]) -> bool:
@@ -57,7 +70,9 @@ def linear(terms: Sequence[tuple[str, int]], base: int = 0) -> str:
 
 def storage_round(value: float, operand_type: int) -> float:
     """A constant as the output type stores it (a float16 pad value is rounded first, so a fused
-    epilogue sees what the reference sees)."""
+    epilogue sees what the reference sees; quant8 values are already stored integers)."""
+    if operand_type in QUANT8:
+        return float(int(value))
     return float(np.array(value, dtype=np.float16 if operand_type == T.TENSOR_FLOAT16 else np.float32))
 
 

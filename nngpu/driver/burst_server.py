@@ -5,31 +5,40 @@ Pools arrive as slot identifiers; a per-burst cache maps slots to memories, aski
 IBurstCallback.getMemories once for every slot it has not seen (freeMemory drops a slot).
 Every packet gets exactly one result packet: an ill-formed packet or unknown slot an error with
 no output shapes and no timing, and a result too long for the result FMQ GENERAL_FAILURE.
+
+Latency. A client in another process (the channels arrive as QueueDescriptors) is served by the
+worker, which busy-polls the request FMQ for SERVER_SPIN_US after each result before it sleeps
+on the eventfd, so back-to-back requests never wait for a thread wake-up. A client in this
+process (the channels are MessageQueue objects) shares the GIL with the worker: a spinning
+worker would hold the GIL the client needs, and a sleeping one costs two thread wake-ups per
+request. So that worker never spins, and the client runs each packet itself on its own thread
+(serve_inline) right after writing it, under the same lock the worker takes to read one packet
+and answer it: packets are still answered one at a time and in order, through the same queues,
+the same checks and the same slot cache. The worker stays for clients that only use the FMQs.
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any
 
-from ..burst_serialization import (
-    DATUM_SIZE,
-    PacketError,
-    deserialize_request,
-    request_from_bytes,
-    result_packet_length,
-    result_to_bytes,
-    serialize_result,
-)
+from ..burst_serialization import DATUM_SIZE, PacketError, decode_request, encode_result
 from ..fmq import MessageQueue, QueueDescriptor, QueueError
 from ..hal.interfaces import IBurstCallback, IBurstContext
-from ..hal.types import ErrorStatus, MeasureTiming, OutputShape, Timing
+from ..hal.types import ErrorStatus, MeasureTiming, OutputShape, Request, Timing
 from .execution import Result, begin
 
 log = logging.getLogger("nngpu.burst")
 
 _IDLE_CHECK_S = 1.0  # the worker rechecks its stop flag this often even if no wake-up comes
+# How long the worker of a cross-process burst busy-polls for the next request before it sleeps
+# (µs; env NNGPU_BURST_SERVER_SPIN_US). It covers a client's think time between back-to-back
+# computes; measured on 2 shared cores, see bench/test_bench_burst.py.
+SERVER_SPIN_US = float(os.environ.get("NNGPU_BURST_SERVER_SPIN_US", "200"))
+_NO_TIMING = Timing()
+_RECENT = 16  # request packets remembered, decoded and resolved, per burst
 
 
 class _BadSlots(Exception):
@@ -45,8 +54,14 @@ class _SlotCache:
         self._callback = callback
         self._memories: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self.generation = 0  # bumped by every change: what was resolved before is stale after
 
     def resolve(self, slots: list[int]) -> list[Any]:
+        memories = self._memories
+        try:  # hot: every slot cached (dict reads are atomic; a concurrent free is a miss)
+            return [memories[s] for s in slots]
+        except KeyError:
+            pass
         with self._lock:
             missing = sorted({s for s in slots if s not in self._memories})
         if missing:
@@ -62,6 +77,7 @@ class _SlotCache:
                 raise _BadSlots(ErrorStatus.GENERAL_FAILURE, "getMemories returned the wrong memories")
             with self._lock:
                 self._memories.update(zip(missing, memories))
+                self.generation += 1
         with self._lock:
             try:
                 return [self._memories[s] for s in slots]
@@ -71,10 +87,12 @@ class _SlotCache:
     def free(self, slot: int) -> None:
         with self._lock:
             self._memories.pop(slot, None)
+            self.generation += 1
 
     def clear(self) -> None:
         with self._lock:
             self._memories.clear()
+            self.generation += 1
 
     def __len__(self) -> int:
         return len(self._memories)
@@ -83,12 +101,18 @@ class _SlotCache:
 class BurstContext(IBurstContext):
     """IBurstContext: owns the worker and the driver's ends of both queues."""
 
-    def __init__(self, prepared, callback: IBurstCallback, requests: MessageQueue, results: MessageQueue):
+    def __init__(self, prepared, callback: IBurstCallback, requests: MessageQueue, results: MessageQueue,
+                 in_process: bool = False):
         self._prepared = prepared
         self._requests = requests
         self._results = results
+        self.in_process = in_process
         self.slots = _SlotCache(callback)
         self._stop = threading.Event()
+        self._serving = threading.Lock()  # held while one packet is read, run and answered
+        # packet bytes -> (slot generation, Request with its pools, MeasureTiming): a burst
+        # mostly repeats a few packets, which then skip decoding and slot resolution
+        self._recent: dict[bytes, tuple[int, Request, MeasureTiming]] = {}
         self._worker = threading.Thread(target=self._serve, name="nngpu-burst", daemon=True)
         self._worker.start()
 
@@ -98,6 +122,7 @@ class BurstContext(IBurstContext):
             self.slots.free(int(slot))
         except (TypeError, ValueError):
             pass
+        self._recent.clear()  # do not keep the memory alive in a remembered request
 
     def close(self) -> None:
         """Stop the worker (waking it if it waits on a queue) and release the queues."""
@@ -111,73 +136,114 @@ class BurstContext(IBurstContext):
     def running(self) -> bool:
         return self._worker.is_alive()
 
-    # ---- the worker ---------------------------------------------------------------------------
+    # ---- serving ------------------------------------------------------------------------------
+    def serve_inline(self) -> bool:
+        """Answer the pending request packet on the calling thread (a client in this process,
+        right after its write). False if the worker is busy: the caller must wake it then; True
+        once the packet has been answered, here or already by the worker."""
+        if not self._serving.acquire(blocking=False):
+            return False
+        try:
+            if not self._stop.is_set():
+                raw = self._requests.read()
+                if raw is not None and not self._answer(raw, wait=False):
+                    self._requests.shutdown()  # unanswerable: fail the client now, not at its timeout
+                    self._results.shutdown()
+            return True
+        finally:
+            self._serving.release()
+
     def _serve(self) -> None:
+        requests = self._requests
         try:
             while not self._stop.is_set():
-                raw = self._requests.read_blocking(None, timeout=_IDLE_CHECK_S)
-                if raw is None:
-                    if self._requests.closed or self._results.closed:
+                if not requests.wait_readable(1, timeout=_IDLE_CHECK_S):
+                    if requests.closed or self._results.closed:
                         break  # the client went away, or close()
                     continue
-                t_dequeued = time.perf_counter_ns()
-                try:
-                    status, shapes, timing = self._execute(raw, t_dequeued)
-                except Exception as e:  # a driver bug: this packet fails, the burst goes on
-                    log.exception("burst execution failed")
-                    status, shapes, timing = ErrorStatus.GENERAL_FAILURE, [], Timing()
-                if not self._send(status, shapes, timing):
-                    break
+                with self._serving:
+                    raw = requests.read()
+                    if raw is not None and not self._answer(raw, wait=True):
+                        break
         except Exception:  # never let a worker die silently with the client waiting
             log.exception("burst worker failed")
-            self._send(ErrorStatus.GENERAL_FAILURE, [], Timing())
+            self._send(ErrorStatus.GENERAL_FAILURE, [], _NO_TIMING, wait=False)
         finally:
             self.slots.clear()
+            self._recent.clear()
             self._requests.close()
             self._results.close()
 
+    def _answer(self, raw: bytes, wait: bool) -> bool:
+        """Run one packet and send its result; False when the result cannot be sent."""
+        t_dequeued = time.perf_counter_ns()
+        try:
+            status, shapes, timing = self._execute(raw, t_dequeued)
+        except Exception:  # a driver bug: this packet fails, the burst goes on
+            log.exception("burst execution failed")
+            status, shapes, timing = ErrorStatus.GENERAL_FAILURE, [], _NO_TIMING
+        return self._send(status, shapes, timing, wait)
+
+    def _request_of(self, raw: bytes) -> tuple[Request, MeasureTiming]:
+        """The packet's Request with its pools resolved; PacketError or _BadSlots."""
+        generation = self.slots.generation  # read first: a change during resolve makes it stale
+        hit = self._recent.get(raw)
+        if hit is not None and hit[0] == generation:
+            return hit[1], hit[2]
+        burst_request = decode_request(raw)
+        request = burst_request.with_pools(self.slots.resolve(burst_request.slots))
+        if hit is not None or len(self._recent) >= _RECENT:
+            self._recent.clear()  # stale entries hold memories the client may have freed
+        self._recent[raw] = (generation, request, burst_request.measure)
+        return request, burst_request.measure
+
     def _execute(self, raw: bytes, t_dequeued: int) -> tuple[ErrorStatus, list[OutputShape], Timing]:
         try:
-            burst_request = deserialize_request(request_from_bytes(raw))
+            request, measure = self._request_of(raw)
         except PacketError as e:
             log.info("burst: ill-formed request packet: %s", e)
-            return ErrorStatus.INVALID_ARGUMENT, [], Timing()
-        try:
-            pools = self.slots.resolve(burst_request.slots)
+            return ErrorStatus.INVALID_ARGUMENT, [], _NO_TIMING
         except _BadSlots as e:
             log.info("burst: %s", e)
-            return e.status, [], Timing()
-        request = burst_request.with_pools(pools)
+            return e.status, [], _NO_TIMING
         prepared = self._prepared
-        pending = begin(prepared.runner, request, burst_request.measure, prepared.resolve_token)
+        pending = begin(prepared.runner, request, measure, prepared.resolve_token)
         result = pending if isinstance(pending, Result) else pending.finish()
         timing = result.timing
         if result.status != ErrorStatus.NONE:
-            timing = Timing()
-        elif burst_request.measure == MeasureTiming.YES:  # the spec's span: dequeue to enqueue
+            timing = _NO_TIMING
+        elif measure == MeasureTiming.YES:  # the spec's span: dequeue to enqueue
             in_driver = (time.perf_counter_ns() - t_dequeued) // 1000
             timing = Timing(min(timing.timeOnDevice, in_driver), max(timing.timeInDriver, in_driver))
         return result.status, result.output_shapes, timing
 
-    def _send(self, status: ErrorStatus, shapes: list[OutputShape], timing: Timing) -> bool:
-        if result_packet_length(shapes) > self._results.capacity:
-            log.info("burst: result of %d datums exceeds the result queue", result_packet_length(shapes))
-            status, shapes, timing = ErrorStatus.GENERAL_FAILURE, [], Timing()
-        packet = result_to_bytes(serialize_result(status, shapes, timing))
-        while not self._stop.is_set():
-            if self._results.write_blocking(packet, timeout=_IDLE_CHECK_S):
+    def _send(self, status: ErrorStatus, shapes: list[OutputShape], timing: Timing, wait: bool) -> bool:
+        results = self._results
+        packet = encode_result(status, shapes, timing)
+        if len(packet) > results.capacity * DATUM_SIZE:
+            log.info("burst: result of %d datums exceeds the result queue", len(packet) // DATUM_SIZE)
+            packet = encode_result(ErrorStatus.GENERAL_FAILURE, [], _NO_TIMING)
+        if len(packet) > results.capacity * DATUM_SIZE:
+            log.error("burst: the result queue cannot hold even an error result")
+            return False
+        if results.write(packet):
+            return True
+        while wait and not self._stop.is_set():  # the client has not read its last result yet
+            if results.write_blocking(packet, timeout=_IDLE_CHECK_S):
                 return True
-            if self._results.closed:
+            if results.closed:
                 return False
         return False
 
 
 def _open(channel: Any) -> MessageQueue:
-    """The driver's own end of a queue given as a MessageQueue or a QueueDescriptor."""
-    desc = channel.descriptor() if isinstance(channel, MessageQueue) else channel
+    """The driver's own end of a queue given as a MessageQueue (a client in this process: the
+    worker must not spin, see the module docstring) or a QueueDescriptor (another process)."""
+    local = isinstance(channel, MessageQueue)
+    desc = channel.descriptor() if local else channel
     if not isinstance(desc, QueueDescriptor) or desc.element_size != DATUM_SIZE:
         raise QueueError("not a burst queue")
-    return MessageQueue.attach(desc, dup=True)
+    return MessageQueue.attach(desc, dup=True, spin_us=0 if local else SERVER_SPIN_US)
 
 
 def configure_burst(prepared, callback: IBurstCallback, requestChannel: Any,
@@ -201,7 +267,8 @@ def configure_burst(prepared, callback: IBurstCallback, requestChannel: Any,
         results.close()
         return ErrorStatus.INVALID_ARGUMENT, None
     try:
-        return ErrorStatus.NONE, BurstContext(prepared, callback, requests, results)
+        in_process = isinstance(requestChannel, MessageQueue) and isinstance(resultChannel, MessageQueue)
+        return ErrorStatus.NONE, BurstContext(prepared, callback, requests, results, in_process)
     except RuntimeError as e:  # no thread could be started
         requests.close()
         results.close()

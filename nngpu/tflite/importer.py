@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hal.types import FusedActivationFunc, Model, Model_1_3, OperandLifeTime, OperandType
+from ..hal.types import FusedActivationFunc, Model, Model_1_3, OperandLifeTime, OperandType, OperationType
 from .builder import GraphBuilder
 from .errors import TFLiteImportError, UnsupportedOperatorError
 from .fold import FoldError, dequantize, fold_constants
@@ -102,6 +102,10 @@ class OpCtx:
 
     def is_float(self, k: int = 0) -> bool:
         return self.t_in(k).type in (FLOAT32, FLOAT16)
+
+    def hybrid(self) -> bool:
+        """A float32 data input: quantized / float16 constant weights get dequantized for it."""
+        return self.t_in(0).type == FLOAT32
 
     # ---- building --------------------------------------------------------------------------
     def emit(self, op_type: OperationType, inputs: list[int], outputs: list[int]) -> None:

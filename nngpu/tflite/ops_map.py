@@ -11,7 +11,7 @@ import numpy as np
 
 from ..hal.types import OperandType, OperationType
 from .importer import OpCtx
-from .tensors import FLOAT16
+from .tensors import FLOAT16, FLOAT32
 
 Op = OperationType
 T = OperandType
@@ -40,11 +40,11 @@ def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _bias(c: OpCtx, k: int, channels: int, x: int, w: int) -> int:
+def _bias(c: OpCtx, k: int | None, channels: int, x: int, w: int) -> int:
     """Bias operand k, or a zero bias of the type NNAPI requires when TFLite left it out."""
-    if c.has(k):
-        return c.inp(k, as_float=c.is_float(0))
     xo, wo = c.b.operands[x], c.b.operands[w]
+    if k is not None and c.has(k):
+        return c.inp(k, as_float=xo.type == T.TENSOR_FLOAT32)
     if xo.type in (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16):
         return c.b.constant(xo.type, np.zeros(channels, np.float32 if xo.type == T.TENSOR_FLOAT32 else np.float16))
     scale = 0.0 if wo.type == T.TENSOR_QUANT8_SYMM_PER_CHANNEL else xo.scale * wo.scale
@@ -149,8 +149,7 @@ def _dilation(c: OpCtx, ins: list[int]) -> list[int]:
 @mapper("CONV_2D")
 def _conv_2d(c: OpCtx) -> None:
     o = c.opts
-    as_float = c.is_float(0)
-    x, w = c.inp(0), c.inp(1, as_float)
+    x, w = c.inp(0), c.inp(1, c.hybrid())
     b = _bias(c, 2, c.t_in(1).shape[0], x, w)
     code = c.activation(_act(c))
     ins = [x, w, b, c.b.i32(_padding(o.Padding())), c.b.i32(o.StrideW()), c.b.i32(o.StrideH()), c.b.i32(code)]
@@ -160,8 +159,7 @@ def _conv_2d(c: OpCtx) -> None:
 @mapper("DEPTHWISE_CONV_2D")
 def _depthwise_conv_2d(c: OpCtx) -> None:
     o = c.opts
-    as_float = c.is_float(0)
-    x, w = c.inp(0), c.inp(1, as_float)
+    x, w = c.inp(0), c.inp(1, c.hybrid())
     out_channels, in_channels = c.t_in(1).shape[3], c.t_in(0).shape[3]
     b = _bias(c, 2, out_channels, x, w)
     code = c.activation(_act(c))
@@ -174,9 +172,8 @@ def _depthwise_conv_2d(c: OpCtx) -> None:
 
 def _transpose_conv(c: OpCtx, x_k: int, w_k: int, b_k: int | None, padding: int, sw: int, sh: int,
                     act: int) -> None:
-    as_float = c.is_float(x_k)
-    x, w = c.inp(x_k), c.inp(w_k, as_float)
-    b = _bias(c, b_k if b_k is not None else 99, c.t_in(w_k).shape[0], x, w)
+    x, w = c.inp(x_k), c.inp(w_k, c.t_in(x_k).type == FLOAT32)
+    b = _bias(c, b_k, c.t_in(w_k).shape[0], x, w)
     shape = c.b.i32_tensor(c.t_out().shape)
     code = c.activation(act)
     c.emit(Op.TRANSPOSE_CONV_2D, [x, w, b, shape, c.b.i32(padding), c.b.i32(sw), c.b.i32(sh), c.b.i32(code),
@@ -208,7 +205,7 @@ def _fully_connected(c: OpCtx) -> None:
     o = c.opts
     if o is not None and o.WeightsFormat() != 0:
         c.unsupported("shuffled weights format")
-    x, w = c.inp(0), c.inp(1, c.is_float(0))
+    x, w = c.inp(0), c.inp(1, c.hybrid())
     units, in_size = c.t_in(1).shape
     b = _bias(c, 2, units, x, w)
     final = c.out()

@@ -16,7 +16,7 @@ def summarize(arr: np.ndarray) -> str:
     flat = arr.reshape(-1)
     if flat.size == 0:
         return f"shape {list(arr.shape)} {arr.dtype}, empty"
-    head = np.array2string(flat[:6], precision=5, separator=", ")
+    head = np.array2string(flat[:6], precision=5, separator=", ", max_line_width=10**6)
     num = flat.astype(np.float64)
     return (f"shape {list(arr.shape)} {arr.dtype}, min {num.min():.6g} max {num.max():.6g} "
             f"mean {num.mean():.6g}, first {head}")
@@ -72,6 +72,9 @@ def run_tflite(args) -> int:
         return 2
     except ExecutionError as e:
         print(f"nngpu run: {e}", file=err)
+        return 1
+    except Exception as e:  # e.g. configureExecutionBurst refused (nngpu.burst.BurstError)
+        print(f"nngpu run: cannot set up execution: {type(e).__name__}: {e}", file=err)
         return 1
     with session:
         print(f"device: {session.device.getVersionString()[1]}; prepared in {session.prepare_s * 1e3:.1f} ms"

@@ -35,11 +35,12 @@ def _operands(model):
     return (model.main if isinstance(model, Model_1_3) else model).operands
 
 
-def _check(data: bytes, inputs: list[np.ndarray], rel: float = 1e-5, quant_tol: int = 0):
-    """Import, run on nngpu, compare with the reference interpreter; returns the import."""
+def _check(data: bytes, inputs: list[np.ndarray], rel: float = 1e-5, quant_tol: int = 0, xnnpack: bool = False):
+    """Import, run on nngpu, compare with TFLite's builtin kernels (or its default XNNPACK
+    path); returns the import."""
     imported = import_tflite(data)
     got = run_nngpu(imported, inputs)
-    assert_close(run_reference(data, inputs), got, rel, quant_tol)
+    assert_close(run_reference(data, inputs, xnnpack=xnnpack), got, rel, quant_tol)
     return imported
 
 
@@ -151,7 +152,8 @@ def test_concatenation_negative_axis_fused_relu_ignored_like_the_interpreter():
     a, b_, y = m.tensor("a", [1, 2, 3]), m.tensor("b", [1, 2, 2]), m.tensor("y", [1, 2, 5])
     m.op("CONCATENATION", [a, b_], [y], "ConcatenationOptions",
          lambda b: opt(b, "ConcatenationOptions", Axis=-1, FusedActivationFunction=1))
-    imported = _check(m.build([a, b_], [y]), [_f32(1, 2, 3), _f32(1, 2, 2)])
+    # TFLite's builtin kernel refuses the activation; its default (XNNPACK) path ignores it.
+    imported = _check(m.build([a, b_], [y]), [_f32(1, 2, 3), _f32(1, 2, 2)], xnnpack=True)
     assert _ops(imported.model) == [Op.CONCATENATION] and "CONCATENATION" in imported.warnings[0]
 
 
@@ -263,7 +265,7 @@ def test_uint8_conv_and_add():
     y = m.tensor("y", [1, 5, 5, 3], UINT8, scale=0.15, zero_point=90)
     m.op("CONV_2D", [x, w, bias], [c], "Conv2DOptions", _conv_opts(0, 1, 1))
     m.op("ADD", [c, c], [y], "AddOptions", lambda b: opt(b, "AddOptions", FusedActivationFunction=0))
-    imported = _check(m.build([x], [y]), [RNG.integers(0, 255, (1, 5, 5, 2)).astype(np.uint8)], quant_tol=1)
+    imported = _check(m.build([x], [y]), [RNG.integers(0, 255, (1, 5, 5, 2)).astype(np.uint8)], )
     assert imported.version == 12
     assert {o.type for o in _operands(imported.model)} >= {T.TENSOR_QUANT8_ASYMM, T.TENSOR_INT32}
 
@@ -277,7 +279,7 @@ def test_int8_per_channel_conv_needs_1_3():
                    zero_point=[0, 0, 0])
     y = m.tensor("y", [1, 3, 3, 3], INT8, scale=0.08, zero_point=5)
     m.op("CONV_2D", [x, w, bias], [y], "Conv2DOptions", _conv_opts(1, 1, 0))
-    imported = _check(m.build([x], [y]), [RNG.integers(-128, 127, (1, 4, 4, 2)).astype(np.int8)], quant_tol=1)
+    imported = _check(m.build([x], [y]), [RNG.integers(-128, 127, (1, 4, 4, 2)).astype(np.int8)], )
     assert isinstance(imported.model, Model_1_3)
     types = {o.type for o in _operands(imported.model)}
     assert {T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_QUANT8_SYMM_PER_CHANNEL} <= types
@@ -361,3 +363,140 @@ def test_cli_run_burst(tmp_path, capsys):
     path.write_bytes(_transpose_conv_model(False))
     assert main(["run", str(path), "--backend", "numpy", "--repeat", "2", "--burst"]) == 0
     assert "burst" in capsys.readouterr().out
+
+
+def test_dequantize_of_int8_per_channel_weights_is_folded():
+    m = TFLModel()
+    x, y = m.tensor("x", [1, 5, 5, 2]), m.tensor("y", [1, 5, 5, 3])
+    wq = m.const("wq", RNG.integers(-127, 127, (3, 3, 3, 2)), INT8, scale=[0.01, 0.02, 0.03],
+                 zero_point=[0, 0, 0], qdim=0)
+    w = m.tensor("w", [3, 3, 3, 2])
+    m.op("DEQUANTIZE", [wq], [w])
+    m.op("CONV_2D", [x, w, m.const("b", _f32(3))], [y], "Conv2DOptions", _conv_opts(0, 1, 0))
+    imported = _check(m.build([x], [y]), [_f32(1, 5, 5, 2)])
+    assert imported.folded == 1 and _ops(imported.model) == [Op.CONV_2D]
+
+
+def test_load_tflite_unpacks_to_model_and_names(tmp_path):
+    from nngpu.tflite import load_tflite
+
+    path = tmp_path / "m.tflite"
+    path.write_bytes(_transpose_conv_model(False))
+    model, input_names, output_names = load_tflite(path)
+    assert isinstance(model, Model) and input_names == ["x"] and output_names == ["y"]
+    with pytest.raises(TFLiteFormatError):
+        load_tflite(tmp_path / "missing.tflite")
+
+
+# ---- one-op models for the rest of the mapping table -------------------------------------------
+def _i32(m, name, v):
+    return m.const(name, np.asarray(v, np.int32), INT32)
+
+
+def _one_op(code, in_shapes, out_shapes, consts=(), options_type=None, options=None, out_types=None):
+    """inputs: float32 model inputs of in_shapes, then `consts` (callables m -> tensor index)."""
+    m = TFLModel()
+    ins = [m.tensor(f"x{k}", s) for k, s in enumerate(in_shapes)]
+    extra = [c(m) for c in consts]
+    outs = [m.tensor(f"y{k}", s, (out_types or [FLOAT32] * len(out_shapes))[k]) for k, s in enumerate(out_shapes)]
+    m.op(code, ins + extra if code not in ("SPLIT",) else extra + ins, outs, options_type, options)
+    return m.build(ins, outs), [_f32(*s) * 2 for s in in_shapes]
+
+
+ONE_OP_CASES = {
+    "SUB": lambda: _one_op("SUB", [[2, 3], [1, 3]], [[2, 3]], (), "SubOptions",
+                           lambda b: opt(b, "SubOptions", FusedActivationFunction=3)),
+    "DIV": lambda: _one_op("DIV", [[2, 3], [2, 3]], [[2, 3]], (), "DivOptions",
+                           lambda b: opt(b, "DivOptions", FusedActivationFunction=0)),
+    "MAXIMUM": lambda: _one_op("MAXIMUM", [[2, 3], [2, 3]], [[2, 3]]),
+    "SQUARED_DIFFERENCE": lambda: _one_op("SQUARED_DIFFERENCE", [[2, 3], [2, 3]], [[2, 3]]),
+    "EXP": lambda: _one_op("EXP", [[2, 3]], [[2, 3]]),
+    "TANH": lambda: _one_op("TANH", [[2, 3]], [[2, 3]]),
+    "LEAKY_RELU": lambda: _one_op("LEAKY_RELU", [[2, 3]], [[2, 3]], (), "LeakyReluOptions",
+                                  lambda b: opt(b, "LeakyReluOptions", Alpha=0.2)),
+    "LOG_SOFTMAX": lambda: _one_op("LOG_SOFTMAX", [[2, 5]], [[2, 5]]),
+    "L2_NORMALIZATION": lambda: _one_op("L2_NORMALIZATION", [[2, 5]], [[2, 5]]),
+    "SLICE": lambda: _one_op("SLICE", [[3, 4]], [[2, 2]],
+                             (lambda m: _i32(m, "b", [1, 1]), lambda m: _i32(m, "s", [2, 2]))),
+    "TILE": lambda: _one_op("TILE", [[2, 3]], [[4, 3]], (lambda m: _i32(m, "mul", [2, 1]),)),
+    "SQUEEZE": lambda: _one_op("SQUEEZE", [[1, 3, 1, 2]], [[3, 2]]),
+    "EXPAND_DIMS": lambda: _one_op("EXPAND_DIMS", [[3, 2]], [[3, 1, 2]], (lambda m: _i32(m, "axis", [1]),)),
+    "GATHER": lambda: _one_op("GATHER", [[4, 3]], [[2, 3]], (lambda m: _i32(m, "idx", [3, 1]),), "GatherOptions",
+                              lambda b: opt(b, "GatherOptions", Axis=0)),
+    "SPLIT": lambda: _one_op("SPLIT", [[2, 6]], [[2, 3], [2, 3]], (lambda m: _i32(m, "axis", [1]),), "SplitOptions",
+                             lambda b: opt(b, "SplitOptions", NumSplits=2)),
+    "PACK": lambda: _one_op("PACK", [[2, 3], [2, 3]], [[2, 2, 3]], (), "PackOptions",
+                            lambda b: opt(b, "PackOptions", ValuesCount=2, Axis=1)),
+    "UNPACK": lambda: _one_op("UNPACK", [[2, 3]], [[2], [2], [2]], (), "UnpackOptions",
+                              lambda b: opt(b, "UnpackOptions", Num=3, Axis=1)),
+    "SUM": lambda: _one_op("SUM", [[2, 3, 4]], [[2, 4]], (lambda m: _i32(m, "ax", [-2]),), "ReducerOptions",
+                           lambda b: opt(b, "ReducerOptions", KeepDims=False)),
+    "REDUCE_MAX": lambda: _one_op("REDUCE_MAX", [[2, 3, 4]], [[1, 3, 1]], (lambda m: _i32(m, "ax", [0, 2]),),
+                                  "ReducerOptions", lambda b: opt(b, "ReducerOptions", KeepDims=True)),
+    "ARG_MAX": lambda: _one_op("ARG_MAX", [[2, 5]], [[2]], (lambda m: _i32(m, "ax", [1]),), "ArgMaxOptions",
+                               lambda b: opt(b, "ArgMaxOptions", OutputType=INT32), out_types=[INT32]),
+    "SPACE_TO_DEPTH": lambda: _one_op("SPACE_TO_DEPTH", [[1, 4, 4, 2]], [[1, 2, 2, 8]], (), "SpaceToDepthOptions",
+                                      lambda b: opt(b, "SpaceToDepthOptions", BlockSize=2)),
+    "SPACE_TO_BATCH_ND": lambda: _one_op("SPACE_TO_BATCH_ND", [[1, 4, 4, 1]], [[4, 2, 2, 1]],
+                                         (lambda m: _i32(m, "bs", [2, 2]), lambda m: _i32(m, "p", [[0, 0], [0, 0]]))),
+    "BATCH_TO_SPACE_ND": lambda: _one_op("BATCH_TO_SPACE_ND", [[4, 2, 2, 1]], [[1, 4, 4, 1]],
+                                         (lambda m: _i32(m, "bs", [2, 2]), lambda m: _i32(m, "c", [[0, 0], [0, 0]]))),
+    "PADV2": lambda: _one_op("PADV2", [[1, 2, 2, 1]], [[1, 4, 3, 1]],
+                             (lambda m: _i32(m, "p", [[0, 0], [1, 1], [0, 1], [0, 0]]),
+                              lambda m: m.const("v", np.array([-7.0], np.float32)))),
+    "FULLY_CONNECTED": lambda: _one_op("FULLY_CONNECTED", [[3, 4]], [[3, 2]],
+                                       (lambda m: m.const("w", _f32(2, 4)), lambda m: m.const("b", _f32(2))),
+                                       "FullyConnectedOptions",
+                                       lambda b: opt(b, "FullyConnectedOptions", FusedActivationFunction=2)),
+    "LOCAL_RESPONSE_NORMALIZATION": lambda: _one_op(
+        "LOCAL_RESPONSE_NORMALIZATION", [[1, 2, 2, 6]], [[1, 2, 2, 6]], (), "LocalResponseNormalizationOptions",
+        lambda b: opt(b, "LocalResponseNormalizationOptions", Radius=2, Bias=1.0, Alpha=0.5, Beta=0.75)),
+    "L2_POOL_2D": lambda: _one_op("L2_POOL_2D", [[1, 4, 4, 2]], [[1, 2, 2, 2]], (), "Pool2DOptions",
+                                  lambda b: opt(b, "Pool2DOptions", Padding=1, StrideW=2, StrideH=2,
+                                                FilterWidth=2, FilterHeight=2)),
+}
+
+
+@pytest.mark.parametrize("code", sorted(ONE_OP_CASES))
+def test_one_op_mapping_matches_reference(code):
+    data, inputs = ONE_OP_CASES[code]()
+    imported = _check(data, inputs, rel=1e-5)
+    assert not imported.warnings
+
+
+@pytest.mark.parametrize("qtype", [UINT8, INT8])
+def test_quantized_chain(qtype):
+    """depthwise -> concat (different scales) -> avg pool -> reshape -> FC -> logistic / softmax."""
+    lo, zp = (0, 128) if qtype == UINT8 else (-128, 0)
+    q = lambda name, shape, scale, z: m.tensor(name, shape, qtype, scale=scale, zero_point=z)  # noqa: E731
+    m = TFLModel()
+    x = q("x", [1, 6, 6, 2], 0.04, zp)
+    wd = m.const("wd", RNG.integers(lo, lo + 255, (1, 3, 3, 4)), qtype, scale=0.02, zero_point=zp)
+    bd = m.const("bd", RNG.integers(-200, 200, 4), INT32, scale=0.04 * 0.02)
+    # int8 CONCATENATION needs one scale for all inputs and the output; uint8 requantizes.
+    d = q("d", [1, 6, 6, 4], 0.1, zp + 3) if qtype == UINT8 else q("d", [1, 6, 6, 4], 0.04, zp)
+    cs, cz = (0.12, zp - 2) if qtype == UINT8 else (0.04, zp)
+    cat = q("cat", [1, 6, 6, 6], cs, cz)
+    ap = q("ap", [1, 3, 3, 6], cs, cz)
+    flat = q("flat", [1, 54], cs, cz)
+    wf = m.const("wf", RNG.integers(lo, lo + 255, (5, 54)), qtype, scale=0.01, zero_point=zp)
+    bf = m.const("bf", RNG.integers(-500, 500, 5), INT32, scale=cs * 0.01)
+    fc = q("fc", [1, 5], 0.02, zp)
+    y1 = q("sig", [1, 5], 1 / 256, lo)
+    y2 = q("smax", [1, 5], 1 / 256, lo)
+    m.op("DEPTHWISE_CONV_2D", [x, wd, bd], [d], "DepthwiseConv2DOptions",
+         lambda b: opt(b, "DepthwiseConv2DOptions", Padding=0, StrideW=1, StrideH=1, DepthMultiplier=2,
+                       FusedActivationFunction=1, DilationWFactor=1, DilationHFactor=1))
+    m.op("CONCATENATION", [d, x], [cat], "ConcatenationOptions", lambda b: opt(b, "ConcatenationOptions", Axis=3))
+    m.op("AVERAGE_POOL_2D", [cat], [ap], "Pool2DOptions",
+         lambda b: opt(b, "Pool2DOptions", Padding=1, StrideW=2, StrideH=2, FilterWidth=2, FilterHeight=2))
+    m.op("RESHAPE", [ap, _i32(m, "shape", [1, 54])], [flat])
+    m.op("FULLY_CONNECTED", [flat, wf, bf], [fc], "FullyConnectedOptions",
+         lambda b: opt(b, "FullyConnectedOptions", FusedActivationFunction=0))
+    m.op("LOGISTIC", [fc], [y1])
+    m.op("SOFTMAX", [fc], [y2], "SoftmaxOptions", lambda b: opt(b, "SoftmaxOptions", Beta=1.0))
+    dtype = np.uint8 if qtype == UINT8 else np.int8
+    inp = [RNG.integers(lo, lo + 256, (1, 6, 6, 2)).astype(dtype)]
+    data = m.build([x], [d, cat, ap, fc, y1, y2])
+    imported = _check(data, inp)  # bit-exact with TFLite's builtin kernels
+    assert imported.version == (12 if qtype == UINT8 else 13)

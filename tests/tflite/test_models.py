@@ -2,7 +2,8 @@
 
 The models come from `ci/fetch-models.sh` (python -m nngpu.tflite.models); nothing is downloaded
 here: a missing model or a missing ai-edge-litert skips with the reason. Every output is compared
-on a random, a constant and a gradient image: max abs error <= 1e-4 x the output's range."""
+on a random, a constant and a gradient image: max abs error <= 1e-4 x the output's range
+(floored at 1e-3: see tfl_util.max_error_ratio)."""
 from __future__ import annotations
 
 import numpy as np

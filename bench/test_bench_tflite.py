@@ -1,0 +1,110 @@
+"""Latency of the five MediaPipe models: TFLite (ai-edge-litert, 1 and 2 threads) vs nngpu
+(sync, and burst when nngpu.burst imports) on every backend that constructs here.
+
+    pytest bench/test_bench_tflite.py            # prints a nngpu/TFLite ratio table at the end
+    NNGPU_BENCH_ROUNDS=20 pytest bench/...       # more rounds per nngpu measurement (default 5)
+
+Inputs are the fixed-seed random images `nngpu run` uses. Models come from ci/fetch-models.sh."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
+litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+
+from nngpu.tflite import load_tflite  # noqa: E402
+from nngpu.tflite.models import MODELS, find_model  # noqa: E402
+from nngpu.tflite.session import Session, random_inputs  # noqa: E402
+
+ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "5"))
+TFLITE_ROUNDS = 50
+
+
+def _backends() -> list[str]:
+    names = ["numpy"]
+    try:
+        from nngpu.driver.device import Device
+
+        Device("opencl")
+        names.append("opencl")
+    except Exception:
+        pass
+    return names
+
+
+def _has_burst() -> bool:
+    try:
+        import nngpu.burst  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+BACKENDS = _backends()
+MODES = ["sync"] + (["burst"] if _has_burst() else [])
+RESULTS: dict[tuple[str, str], float] = {}  # (model, config) -> median seconds
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ratio_table(request):
+    yield
+    if not RESULTS:
+        return
+    lines = ["", "nngpu / TFLite latency (median ms; ratio to TFLite with 1 thread | 2 threads):"]
+    for name in sorted(MODELS):
+        t1, t2 = RESULTS.get((name, "tflite-1")), RESULTS.get((name, "tflite-2"))
+        if not t1 or not t2:
+            continue
+        lines.append(f"  {name}: tflite-1 {t1 * 1e3:.2f}, tflite-2 {t2 * 1e3:.2f}")
+        for backend in BACKENDS:
+            for mode in MODES:
+                t = RESULTS.get((name, f"{backend}-{mode}"))
+                if t:
+                    lines.append(f"    {backend + '-' + mode:14s} {t * 1e3:9.2f}  = {t / t1:6.1f}x | {t / t2:6.1f}x")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():  # shown without -s, between the dots and the tables
+        print("\n".join(lines))
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def model(request):
+    path = find_model(request.param)
+    if path is None:
+        pytest.skip(f"model {request.param} not cached: run ci/fetch-models.sh")
+    imported = load_tflite(path)
+    return request.param, path, imported, random_inputs(imported, seed=0)
+
+
+def _record(benchmark, key) -> None:
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None and getattr(stats, "stats", None) is not None:
+        RESULTS[key] = stats.stats.median
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tflite(benchmark, model, threads):
+    name, path, _, inputs = model
+    it = litert.Interpreter(model_path=str(path), num_threads=threads)
+    it.allocate_tensors()
+    for d, a in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], a)
+    benchmark.group = name
+    benchmark.extra_info["threads"] = threads
+    benchmark.pedantic(it.invoke, rounds=TFLITE_ROUNDS, warmup_rounds=3)
+    _record(benchmark, (name, f"tflite-{threads}"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nngpu(benchmark, model, backend, mode):
+    name, _, imported, inputs = model
+    with Session(imported, backend, burst=(mode == "burst")) as session:
+        session.set_inputs(inputs)
+        benchmark.group = name
+        benchmark.extra_info.update(backend=backend, mode=mode, prepare_s=round(session.prepare_s, 3))
+        benchmark.pedantic(session.execute, rounds=ROUNDS, warmup_rounds=1)
+        assert all(np.isfinite(o).all() for o in session.outputs())
+    _record(benchmark, (name, f"{backend}-{mode}"))
