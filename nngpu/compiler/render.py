@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from ..hal.types import OperandType as T
 
 # C storage type per operand type on the device; float16 is stored as 16-bit words.
-C_TYPES = {T.TENSOR_FLOAT32: "float", T.TENSOR_FLOAT16: "half", T.TENSOR_BOOL8: "uchar", T.TENSOR_INT32: "int"}
+C_TYPES = {T.TENSOR_FLOAT32: "float", T.TENSOR_FLOAT16: "half", T.TENSOR_BOOL8: "uchar", T.TENSOR_INT32: "int",
+           # 8-bit quantized values, moved as they are by data-movement kernels
+           T.TENSOR_QUANT8_ASYMM: "unsigned char", T.TENSOR_QUANT8_ASYMM_SIGNED: "signed char"}
 
 _CUDA_PRELUDE = r"""
 typedef unsigned char uchar;
@@ -71,7 +73,7 @@ class Dialect:
         return f"{ptr}[{index}] = {value};"
 
     def compute_type(self, ctype: str) -> str:
-        return {"half": "float", "uchar": "int"}.get(ctype, ctype)
+        return {"half": "float", "uchar": "int", "unsigned char": "int", "signed char": "int"}.get(ctype, ctype)
 
 
 OPENCL = Dialect("opencl", "", "__kernel void", "__global ", "get_global_id(0)")

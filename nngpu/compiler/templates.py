@@ -17,7 +17,7 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ops.conv_common import resolve_window
 from ..ops.registry import OpContext, OpError
-from .render import C_TYPES, Dialect
+from .render import C_TYPES, DIALECTS, Dialect
 
 FLOATS = {T.TENSOR_FLOAT32, T.TENSOR_FLOAT16}
 
@@ -270,6 +270,9 @@ def match(ctx: OpContext, shapes) -> Template | None:
     if builder is None:
         return None
     try:
-        return builder(ctx, shapes)
+        t = builder(ctx, shapes)
+        if t is not None:  # a body that cannot render keeps the op on the host
+            t.body([f"in{k}" for k in range(len(t.tensor_inputs))], DIALECTS["opencl"])
+        return t
     except (OpError, KeyError, ValueError, TypeError, AttributeError, IndexError):
         return None  # parameters that are not compile-time constants: host

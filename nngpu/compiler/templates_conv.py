@@ -82,8 +82,8 @@ def _conv_kind(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
         else:
             first = f"({co} / {cout // groups}) * {cg}" if groups > 1 else "0"
             lines.append(f"    long fb = (({co} * {kh} + ky) * (long){kw} + kx) * {cg};")
-            lines.append(f"    for (int ic = 0; ic < {cg}; ++ic) acc += "
-                         f"{d.load(types[0], X, src.at('ih', 'iw', f'{first} + ic'))} * {d.load(types[1], F, 'fb + ic')};")
+            xv = d.load(types[0], X, src.at("ih", "iw", f"{first} + ic"))
+            lines.append(f"    for (int ic = 0; ic < {cg}; ++ic) acc += {xv} * {d.load(types[1], F, 'fb + ic')};")
         lines += ["  }", "}"]
         return lines + ([act] if act else [])
 
@@ -152,10 +152,11 @@ def _pool(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
 
     def body(names: list[str], d: Dialect) -> list[str]:
         v = d.load(t, names[0], src.at("ih", "iw", dst.ch))
-        update = {"avg": f"acc += {v};", "max": f"acc = fmax(acc, {v});", "l2": f"{{ float v = {v}; acc += v * v; }}"}[kind]
+        update = {"avg": f"acc += {v};", "max": f"acc = fmax(acc, {v});",
+                  "l2": f"{{ float v = {v}; acc += v * v; }}"}[kind]
         lines = [f"float acc = {init}; int count = 0;",
-                 f"for (int ky = 0; ky < {p.filter_h}; ++ky) {{ int ih = (int){dst.row} * {win.stride_h} - {win.pad_top}"
-                 f" + ky; if (ih < 0 || ih >= {src.h}) continue;",
+                 f"for (int ky = 0; ky < {p.filter_h}; ++ky) {{ int ih = (int){dst.row} * {win.stride_h}"
+                 f" - {win.pad_top} + ky; if (ih < 0 || ih >= {src.h}) continue;",
                  f"  for (int kx = 0; kx < {p.filter_w}; ++kx) {{ int iw = (int){dst.col} * {win.stride_w}"
                  f" - {win.pad_left} + kx; if (iw < 0 || iw >= {src.w}) continue; {update} ++count; }}",
                  "}"]

@@ -53,7 +53,8 @@ def _bilinear_axis(c: str, out_size: int, in_size: int, align: bool, half: bool,
 def _resize(ctx: OpContext, shapes: dict, kind: Op) -> Template | None:
     x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
     copies = kind == Op.RESIZE_NEAREST_NEIGHBOR  # quant8 nearest neighbour is a pure copy
-    if not (same_copy_type if copies else same_float)(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
+    types_ok = (same_copy_type if copies else same_float)(ctx, [0])
+    if not types_ok or not params_known(ctx, range(1, ctx.num_inputs)) or not nonempty(shapes, [x, y]):
         return None
     if len(shapes[x]) != 4:
         return None
@@ -82,8 +83,9 @@ def _resize(ctx: OpContext, shapes: dict, kind: Op) -> Template | None:
                 return None  # float rounding would differ from the reference: stay on the host
 
         def nearest(names: list[str], d: Dialect) -> list[str]:
-            return (_nearest_axis(cy, out_h, in_h, align, half, "sy") + _nearest_axis(cx, out_w, in_w, align, half, "sx")
-                    + [f"float acc = {d.load(t, names[0], at('sy', 'sx'))};"])
+            rows = _nearest_axis(cy, out_h, in_h, align, half, "sy")
+            cols = _nearest_axis(cx, out_w, in_w, align, half, "sx")
+            return rows + cols + [f"float acc = {d.load(t, names[0], at('sy', 'sx'))};"]
 
         return Template("resize_nearest", [x], nearest)
 

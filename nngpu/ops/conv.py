@@ -1,10 +1,11 @@
 """CONV_2D, DEPTHWISE_CONV_2D, GROUPED_CONV_2D and TRANSPOSE_CONV_2D.
 
-All forward convolutions reduce to one grouped im2col kernel in NHWC (depthwise is groups =
-channels_in, conv is one group); quantized inputs have their zero points removed first and are
-accumulated exactly in float64 (sums of 8-bit products stay far below 2^53), then requantized
-per output channel like the reference. Transpose conv scatters each input pixel's filter-shaped
-contribution, one strided add per filter tap.
+Kernels work in NHWC on strided views: conv is im2col + GEMM (1x1 is one plain GEMM), grouped
+conv a batched GEMM, depthwise one multiply-accumulate per filter tap. Float tensors (float16
+too) are computed in float32 like the reference; quantized inputs have their zero points removed
+and are accumulated exactly in float64 (sums of 8-bit products stay far below 2^53), then
+requantized per output channel like the reference. Transpose conv scatters each input pixel's
+filter-shaped contribution, one strided add per filter tap.
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from .conv_common import (
     check_explicit_pads,
     check_steps,
     check_padding_below_filter,
+    clip_activation,
+    compute_dtype,
     conv_requant_params,
     filter_scales,
     from_nhwc,
@@ -36,14 +39,14 @@ from .conv_common import (
     is_quant,
     optional_forms,
     output_hw,
-    patches,
+    pad_nhwc,
     quant_scale_rule,
     read_padding,
     requantize,
     resolve_window,
     to_nhwc,
+    window_view,
 )
-from .quant import apply_activation_float
 from .registry import HalVersion, OpContext, OpError, OpSpec, register
 
 
@@ -104,32 +107,102 @@ def _transpose_params(ctx: OpContext) -> ConvParams:
                                bool_arg(ctx, k + 3)), transpose=True)
 
 
-# --- the shared forward kernel ----------------------------------------------------------------
+# --- the forward kernels ----------------------------------------------------------------------
+
+# Largest im2col matrix built at once; bigger layers run in blocks of output rows so the copy
+# stays cache- and memory-friendly.
+_IM2COL_BYTES = 32 << 20
+# Output block of the depthwise tap loop: small enough to stay in L2 across all taps.
+_DW_BLOCK_BYTES = 128 << 10
+
 
 def _operands(ctx: OpContext, nchw: bool):
-    """NHWC input and the filter as float64 with zero points removed (quantized), plus bias."""
+    """NHWC input and filter in the compute dtype (zero points removed when quantized), plus bias."""
     x = to_nhwc(ctx.input(0), nchw)
     f = ctx.input(1)
     b = ctx.input(2)
     if f.ndim != 4 or b.ndim != 1:
         raise OpError(f"filter must be 4-D and bias 1-D, got ranks {f.ndim} and {b.ndim}")
     in_op, f_op = ctx.in_operand(0), ctx.in_operand(1)
-    xq = x.astype(np.float64)
-    fq = f.astype(np.float64)
+    dtype = compute_dtype(in_op.type)
+    xq = x.astype(dtype, copy=False)
+    fq = f.astype(dtype, copy=False)
     if is_quant(in_op.type):
-        xq -= in_op.zeroPoint
+        xq = xq - in_op.zeroPoint           # padding added later is then the zero point
         if f_op.type != PC:
-            fq -= f_op.zeroPoint
+            fq = fq - f_op.zeroPoint
     return xq, fq, b
+
+
+def _depthwise_forward(x: np.ndarray, f: np.ndarray, mult: int, win: Window, oh: int, ow: int) -> np.ndarray:
+    """x [N,H,W,C], f [1,KH,KW,C*M] -> [N,OH,OW,C*M]: one multiply-accumulate of a shifted view
+    per filter tap. Output channel c*M+m reads input c, so repeating each input channel M times
+    reduces every multiplier to 1. W and C are merged into one contiguous axis (the filter tap
+    tiled along it) so numpy's inner loops run long, and the output is done in blocks of rows
+    that stay in cache across the taps."""
+    if mult > 1:
+        x = np.repeat(x, mult, axis=3)
+    n, _, _, c = x.shape
+    kh, kw = f.shape[1], f.shape[2]
+    sh, sw = win.stride_h, win.stride_w
+    xp = pad_nhwc(x, win)
+    # Column phases of the stride: tap j reads phase (j*dil) % sw from column (j*dil) // sw on.
+    phases: dict[int, np.ndarray] = {}
+    for j in range(kw):
+        q = (j * win.dil_w) % sw
+        if q not in phases:
+            ph = np.ascontiguousarray(xp[:, :, q::sw, :])
+            phases[q] = ph.reshape(n, ph.shape[1], ph.shape[2] * c)
+    taps = np.tile(f.reshape(kh, kw, c), (1, 1, ow))           # [KH,KW,OW*C]
+    acc = np.empty((n, oh, ow * c), dtype=x.dtype)
+    rows = max(1, min(oh, _DW_BLOCK_BYTES // (ow * c * x.itemsize)))
+    tmp = np.empty((rows, ow * c), dtype=x.dtype)
+    for b in range(n):
+        for r in range(0, oh, rows):
+            r1 = min(oh, r + rows)
+            out, t = acc[b, r:r1], tmp[:r1 - r]
+            for i in range(kh):
+                r0 = r * sh + i * win.dil_h
+                for j in range(kw):
+                    c0 = (j * win.dil_w) // sw * c
+                    v = phases[(j * win.dil_w) % sw][b, r0:r0 + (r1 - r - 1) * sh + 1:sh, c0:c0 + ow * c]
+                    if i == 0 and j == 0:
+                        np.multiply(v, taps[i, j], out=out)
+                    else:
+                        np.multiply(v, taps[i, j], out=t)
+                        out += t
+    return acc.reshape(n, oh, ow, c)
+
+
+def _conv_forward(x: np.ndarray, f: np.ndarray, win: Window, oh: int, ow: int) -> np.ndarray:
+    """x [N,H,W,Cin], f [Cout,KH,KW,Cin] -> [N,OH,OW,Cout] as im2col + one GEMM per block."""
+    n, _, _, cin = x.shape
+    cout, kh, kw, _ = f.shape
+    k = kh * kw * cin
+    w = f.reshape(cout, k).T                                    # BLAS takes the transpose as is
+    if kh == 1 and kw == 1:                                     # pads are 0 (< filter size)
+        xs = x[:, ::win.stride_h, ::win.stride_w, :]
+        return (xs.reshape(n * oh * ow, cin) @ w).reshape(n, oh, ow, cout)
+    view = window_view(pad_nhwc(x, win), win, kh, kw, oh, ow)   # [N,OH,OW,KH,KW,Cin], no copy
+    acc = np.empty((n, oh, ow, cout), dtype=x.dtype)
+    rows = max(1, min(oh, _IM2COL_BYTES // max(1, ow * k * x.itemsize)))
+    for b in range(n):
+        for r in range(0, oh, rows):
+            r1 = min(oh, r + rows)
+            cols = view[b, r:r1].reshape((r1 - r) * ow, k)      # the one im2col copy
+            np.matmul(cols, w, out=acc[b, r:r1].reshape((r1 - r) * ow, cout))
+    return acc
 
 
 def _grouped_forward(x: np.ndarray, f: np.ndarray, groups: int, win: Window, oh: int, ow: int) -> np.ndarray:
     """x [N,H,W,G*Cg], f [Cout,KH,KW,Cg] (Cout = G*Cog) -> [N,OH,OW,Cout], one batched GEMM."""
+    if groups == 1:
+        return _conv_forward(x, f, win, oh, ow)
     n = x.shape[0]
     cout, kh, kw, cg = f.shape
-    p = patches(x, win, kh, kw, oh, ow)                         # [N,OH,OW,KH,KW,G*Cg]
     m = n * oh * ow
-    p = p.reshape(m, kh, kw, groups, cg).transpose(3, 0, 1, 2, 4).reshape(groups, m, kh * kw * cg)
+    view = window_view(pad_nhwc(x, win), win, kh, kw, oh, ow)   # [N,OH,OW,KH,KW,G*Cg]
+    p = view.reshape(m, kh, kw, groups, cg).transpose(3, 0, 1, 2, 4).reshape(groups, m, kh * kw * cg)
     w = f.reshape(groups, cout // groups, kh * kw * cg).transpose(0, 2, 1)
     y = np.matmul(p, w)                                         # [G, M, Cog]
     return y.transpose(1, 0, 2).reshape(n, oh, ow, cout)
@@ -137,7 +210,7 @@ def _grouped_forward(x: np.ndarray, f: np.ndarray, groups: int, win: Window, oh:
 
 def _finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
             channel_dim: int, nchw: bool) -> list[np.ndarray]:
-    """Bias, requantization / activation, layout back."""
+    """Bias, requantization / activation, layout back. `acc` is the kernel's own buffer."""
     in_type = ctx.in_operand(0).type
     cout = acc.shape[-1]
     if is_quant(in_type):
@@ -146,7 +219,8 @@ def _finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
         total = np.rint(acc).astype(np.int64) + bias.astype(np.int64)
         y = requantize(total, mults, shifts, ctx, activation)
     else:
-        y = apply_activation_float(acc + bias.astype(np.float64), activation)
+        y = np.add(acc, bias.astype(acc.dtype, copy=False), out=acc)
+        clip_activation(y, activation)
     return [from_nhwc(y, nchw)]
 
 
@@ -161,8 +235,6 @@ def _forward(ctx: OpContext, p: ConvParams, kind: str) -> list[np.ndarray]:
         if p.multiplier * cin != cout:
             raise OpError(f"depth_out {cout} != depth_in {cin} * multiplier {p.multiplier}")
         groups = cin
-        # [1,KH,KW,C*M] -> grouped layout [C*M,KH,KW,1]; output channel c*M+m reads input c.
-        f = f.transpose(3, 1, 2, 0)
     elif kind == "grouped":
         groups = p.groups
         cout = f.shape[0]
@@ -183,7 +255,10 @@ def _forward(ctx: OpContext, p: ConvParams, kind: str) -> list[np.ndarray]:
     win = resolve_window(p.pad, h, w, kh, kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w)
     check_padding_below_filter(win, kh, kw)
     oh, ow = output_hw(win, h, w, kh, kw)
-    acc = _grouped_forward(x, f, groups, win, oh, ow)
+    if kind == "depthwise":
+        acc = _depthwise_forward(x, f, p.multiplier, win, oh, ow)
+    else:
+        acc = _grouped_forward(x, f, groups, win, oh, ow)
     return _finish(ctx, acc, b, p.activation, channel_dim, p.nchw)
 
 
@@ -230,12 +305,14 @@ def _transpose_ref(ctx: OpContext) -> list[np.ndarray]:
         raise OpError(f"output spatial size {oh}x{ow} is empty")
     full_h = max((h - 1) * p.stride_h + kh, top + oh)
     full_w = max((w - 1) * p.stride_w + kw, left + ow)
-    contrib = np.tensordot(x, f, axes=([3], [3]))               # [N,H,W,Cout,KH,KW]
-    buf = np.zeros((n, full_h, full_w, cout), dtype=np.float64)
-    for i in range(kh):                                         # one strided add per filter tap
+    # Each input pixel's [KH,KW,Cout] contribution in one GEMM, then one strided add per tap.
+    wmat = f.transpose(1, 2, 0, 3).reshape(kh * kw * cout, cin)
+    contrib = (x.reshape(n * h * w, cin) @ wmat.T).reshape(n, h, w, kh, kw, cout)
+    buf = np.zeros((n, full_h, full_w, cout), dtype=x.dtype)
+    for i in range(kh):
         for j in range(kw):
             buf[:, i:i + (h - 1) * p.stride_h + 1:p.stride_h,
-                j:j + (w - 1) * p.stride_w + 1:p.stride_w, :] += contrib[..., i, j]
+                j:j + (w - 1) * p.stride_w + 1:p.stride_w, :] += contrib[:, :, :, i, j, :]
     acc = buf[:, top:top + oh, left:left + ow, :]
     return _finish(ctx, acc, b, p.activation, 0, p.nchw)
 

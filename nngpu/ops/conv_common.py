@@ -12,9 +12,11 @@ from typing import Sequence
 
 import numpy as np
 
+from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
 from .quant import (
     VALID_ACTIVATIONS,
+    activation_range_float,
     activation_range_quant,
     convolution_multiplier,
     multiply_by_quantized_multiplier,
@@ -79,6 +81,14 @@ def check_activation(act: int) -> int:
     if act not in VALID_ACTIVATIONS:
         raise OpError(f"bad fused activation {act}")
     return act
+
+
+def clip_activation(y: np.ndarray, activation: int) -> np.ndarray:
+    """Fused float activation applied in place (y is the kernel's own buffer)."""
+    if activation != Act.NONE:
+        lo, hi = activation_range_float(activation)
+        np.clip(y, lo, hi, out=y)
+    return y
 
 
 def is_bool_at(ctx: OpContext, i: int) -> bool:
@@ -201,17 +211,42 @@ def from_nhwc(y: np.ndarray, nchw: bool) -> np.ndarray:
 
 
 # --- window extraction ------------------------------------------------------------------------
+# Kernels read windows as strided views of one padded copy of the input: no fancy indexing and
+# no dtype widening of the whole tensor, so float32 stays float32 end to end.
+
+def compute_dtype(operand_type: int) -> type:
+    """Accumulation dtype: float32 for float tensors (what the reference computes in, float16
+    included); float64 for zero-point-removed quantized values, where every product and partial
+    sum is an integer far below 2^53, so BLAS float64 GEMMs are exact."""
+    return np.float64 if is_quant(operand_type) else np.float32
+
+
+def pad_nhwc(x: np.ndarray, win: Window, fill=0) -> np.ndarray:
+    """x [N,H,W,C] with the window's padding added (no copy when there is none)."""
+    if not (win.pad_top or win.pad_bottom or win.pad_left or win.pad_right):
+        return x
+    return np.pad(x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)),
+                  constant_values=fill)
+
+
+def tap(xp: np.ndarray, win: Window, i: int, j: int, oh: int, ow: int) -> np.ndarray:
+    """View [N,OH,OW,C] of the padded input under filter tap (i, j) for every output pixel."""
+    r, c = i * win.dil_h, j * win.dil_w
+    return xp[:, r:r + (oh - 1) * win.stride_h + 1:win.stride_h, c:c + (ow - 1) * win.stride_w + 1:win.stride_w, :]
+
+
+def window_view(xp: np.ndarray, win: Window, filter_h: int, filter_w: int, oh: int, ow: int) -> np.ndarray:
+    """Read-only im2col view [N,OH,OW,KH,KW,C] of the padded input (no copy)."""
+    sn, sh, sw, sc = xp.strides
+    shape = (xp.shape[0], oh, ow, filter_h, filter_w, xp.shape[3])
+    strides = (sn, sh * win.stride_h, sw * win.stride_w, sh * win.dil_h, sw * win.dil_w, sc)
+    return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+
 
 def patches(x: np.ndarray, win: Window, filter_h: int, filter_w: int, oh: int, ow: int,
             fill=0) -> np.ndarray:
-    """im2col: [N, H, W, C] -> [N, OH, OW, KH, KW, C], out-of-image taps set to `fill`."""
-    n, h, w, c = x.shape
-    rows = np.arange(oh)[:, None] * win.stride_h + np.arange(filter_h)[None, :] * win.dil_h
-    cols = np.arange(ow)[:, None] * win.stride_w + np.arange(filter_w)[None, :] * win.dil_w
-    need_h = max(int(rows.max()) + 1 - (h + win.pad_top), 0) if rows.size else 0
-    need_w = max(int(cols.max()) + 1 - (w + win.pad_left), 0) if cols.size else 0
-    xp = np.pad(x, ((0, 0), (win.pad_top, need_h), (win.pad_left, need_w), (0, 0)), constant_values=fill)
-    return xp[:, rows[:, None, :, None], cols[None, :, None, :], :]
+    """im2col view: [N, H, W, C] -> [N, OH, OW, KH, KW, C], out-of-image taps set to `fill`."""
+    return window_view(pad_nhwc(x, win, fill), win, filter_h, filter_w, oh, ow)
 
 
 def window_valid_mask(win: Window, h: int, w: int, filter_h: int, filter_w: int, oh: int, ow: int) -> np.ndarray:

@@ -1,7 +1,8 @@
 """FULLY_CONNECTED: activation(input · weightsᵀ + bias) over an input reshaped to
 [batch_size, input_size], input_size being the weights' second dimension.
 
-Quantized inputs are accumulated exactly in float64 after removing zero points and requantized
+Float inputs (float16 too) are computed in float32 like the reference. Quantized inputs are
+accumulated exactly in float64 after removing zero points and requantized
 with the reference's single multiplier (GetQuantizedConvolutionMultipler + QuantizeMultiplier).
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .conv_common import (
     TI32,
     build_signatures,
     check_activation,
+    clip_activation,
     conv_requant_params,
     filter_scales,
     int_arg,
@@ -25,7 +27,6 @@ from .conv_common import (
     quant_scale_rule,
     requantize,
 )
-from .quant import apply_activation_float
 from .registry import HalVersion, OpContext, OpError, OpSpec, register
 
 _CONFIGS = [
@@ -63,15 +64,18 @@ def _reference(ctx: OpContext) -> list[np.ndarray]:
     act = check_activation(int_arg(ctx, 3))
     batch, input_size, num_units = _shapes(x.shape, w.shape, b.shape)
     in_op = ctx.in_operand(0)
-    x2 = x.reshape(batch, input_size).astype(np.float64)
-    w2 = w.astype(np.float64)
+    bias = b.reshape(-1)
     if is_quant(in_op.type):
-        x2 -= in_op.zeroPoint
-        w2 -= ctx.in_operand(1).zeroPoint
-        acc = np.rint(x2 @ w2.T).astype(np.int64) + b.reshape(-1).astype(np.int64)
+        x2 = x.reshape(batch, input_size).astype(np.float64) - in_op.zeroPoint
+        w2 = w.astype(np.float64) - ctx.in_operand(1).zeroPoint
+        acc = np.rint(x2 @ w2.T).astype(np.int64) + bias.astype(np.int64)
         mults, shifts = conv_requant_params(ctx, filter_scales(ctx, 1, 0, 1), False)
         return [requantize(acc, mults, shifts, ctx, act)]
-    return [apply_activation_float(x2 @ w2.T + b.reshape(-1).astype(np.float64), act)]
+    # Float (float16 too) in float32 like the reference: one BLAS GEMM, no widening copies.
+    x2 = x.reshape(batch, input_size).astype(np.float32, copy=False)
+    y = x2 @ w.astype(np.float32, copy=False).T
+    y += bias.astype(np.float32, copy=False)
+    return [clip_activation(y, act)]
 
 
 def _validate(ctx: OpContext) -> None:

@@ -1,8 +1,9 @@
 """AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D.
 
 Windows only count taps inside the image (padding is excluded from averages, as in the
-reference). Quantized average pooling divides the integer sum with rounding half away from
-zero; max pooling is exact in any type.
+reference). Each kernel folds the filter taps as shifted views of one padded copy of the input
+(float sums in float32, like the reference). Quantized average pooling divides the integer sum
+with rounding half away from zero; max pooling is exact in the storage type.
 """
 from __future__ import annotations
 
@@ -24,18 +25,21 @@ from .conv_common import (
     check_explicit_pads,
     check_padding_below_filter,
     check_steps,
+    clip_activation,
     from_nhwc,
     int_arg,
     is_quant,
     optional_forms,
     output_hw,
-    patches,
+    pad_nhwc,
     read_padding,
     resolve_window,
+    tap,
     to_nhwc,
     window_valid_mask,
+    window_view,
 )
-from .quant import activation_range_quant, apply_activation_float
+from .quant import activation_range_quant
 from .registry import HalVersion, OpContext, OpError, OpSpec, register, sig
 
 
@@ -61,8 +65,8 @@ def _params(ctx: OpContext) -> PoolParams:
     return p
 
 
-def _windows(ctx: OpContext, fill):
-    """Common setup: params, NHWC input, im2col windows [N,OH,OW,KH,KW,C] and validity mask."""
+def _setup(ctx: OpContext):
+    """Common setup: params, NHWC input, resolved window and output size."""
     p = _params(ctx)
     x = to_nhwc(ctx.input(0), p.nchw)
     n, h, w, c = x.shape
@@ -71,9 +75,36 @@ def _windows(ctx: OpContext, fill):
     win = resolve_window(p.pad, h, w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
     check_padding_below_filter(win, p.filter_h, p.filter_w)
     oh, ow = output_hw(win, h, w, p.filter_h, p.filter_w)
-    cols = patches(x, win, p.filter_h, p.filter_w, oh, ow, fill=fill)
-    mask = window_valid_mask(win, h, w, p.filter_h, p.filter_w, oh, ow)
-    return p, cols, mask
+    return p, x, win, oh, ow
+
+
+# Above this many filter taps (global-style pooling) one reduction over the strided window
+# view beats a Python loop of per-tap ufunc calls.
+_MAX_TAP_LOOP = 32
+
+
+def _reduce_taps(x: np.ndarray, p: PoolParams, win, oh: int, ow: int, fill, combine) -> np.ndarray:
+    """combine (np.add / np.maximum) over every filter tap of the padded input, vectorised over
+    N, OH, OW, C; `x` is already in the accumulation dtype. Returns an owned array."""
+    xp = pad_nhwc(x, win, fill)
+    if p.filter_h * p.filter_w > _MAX_TAP_LOOP:
+        view = window_view(xp, win, p.filter_h, p.filter_w, oh, ow)
+        return combine.reduce(view, axis=(3, 4))
+    acc = None
+    for i in range(p.filter_h):
+        for j in range(p.filter_w):
+            v = tap(xp, win, i, j, oh, ow)
+            if acc is None:
+                acc = np.array(v)               # owned, contiguous copy of the first tap
+            else:
+                combine(acc, v, out=acc)
+    return acc
+
+
+def _counts(x: np.ndarray, p: PoolParams, win, oh: int, ow: int) -> np.ndarray:
+    """[1,OH,OW,1] number of in-image taps per window (padding is not counted)."""
+    mask = window_valid_mask(win, x.shape[1], x.shape[2], p.filter_h, p.filter_w, oh, ow)
+    return mask.sum(axis=(2, 3))[None, :, :, None]
 
 
 def _quant_clamp(ctx: OpContext, y: np.ndarray, activation: int) -> np.ndarray:
@@ -83,39 +114,40 @@ def _quant_clamp(ctx: OpContext, y: np.ndarray, activation: int) -> np.ndarray:
 
 
 def _average(ctx: OpContext) -> list[np.ndarray]:
-    p, cols, mask = _windows(ctx, 0)
-    count = mask.sum(axis=(2, 3)).astype(np.int64)[None, :, :, None]   # [1,OH,OW,1], >= 1
+    p, x, win, oh, ow = _setup(ctx)
+    count = _counts(x, p, win, oh, ow)                                  # >= 1
     if is_quant(ctx.in_operand(0).type):
-        total = cols.astype(np.int64).sum(axis=(3, 4))
+        total = _reduce_taps(x.astype(np.int64), p, win, oh, ow, 0, np.add)
         # (sum ± count/2) / count with C truncation: rounds half away from zero.
+        count = count.astype(np.int64)
         half = count // 2
         q = np.where(total >= 0, (total + half) // count, -((-total + half) // count))
         y = _quant_clamp(ctx, q, p.activation)
     else:
-        y = apply_activation_float(cols.astype(np.float64).sum(axis=(3, 4)) / count, p.activation)
+        y = _reduce_taps(x.astype(np.float32, copy=False), p, win, oh, ow, 0, np.add)
+        y /= count.astype(np.float32)
+        clip_activation(y, p.activation)
     return [from_nhwc(y, p.nchw)]
 
 
 def _max(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    if np.issubdtype(x.dtype, np.floating):
-        fill = -np.inf
-    else:
-        fill = np.iinfo(x.dtype).min
-    p, cols, _ = _windows(ctx, fill)
-    y = cols.max(axis=(3, 4))
+    p, x, win, oh, ow = _setup(ctx)
+    # Max is exact in the storage dtype; padding never wins.
+    fill = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
+    y = _reduce_taps(x, p, win, oh, ow, fill, np.maximum)
     if is_quant(ctx.in_operand(0).type):
         y = _quant_clamp(ctx, y.astype(np.int64), p.activation)
     else:
-        y = apply_activation_float(y.astype(np.float64), p.activation)
+        clip_activation(y, p.activation)
     return [from_nhwc(y, p.nchw)]
 
 
 def _l2(ctx: OpContext) -> list[np.ndarray]:
-    p, cols, mask = _windows(ctx, 0)
-    count = mask.sum(axis=(2, 3))[None, :, :, None]
-    sq = np.square(cols.astype(np.float64)).sum(axis=(3, 4))
-    return [from_nhwc(apply_activation_float(np.sqrt(sq / count), p.activation), p.nchw)]
+    p, x, win, oh, ow = _setup(ctx)
+    count = _counts(x, p, win, oh, ow).astype(np.float32)
+    sq = _reduce_taps(np.square(x.astype(np.float32)), p, win, oh, ow, 0, np.add)
+    y = np.sqrt(sq / count, out=sq)
+    return [from_nhwc(clip_activation(y, p.activation), p.nchw)]
 
 
 def _validate(ctx: OpContext) -> None:

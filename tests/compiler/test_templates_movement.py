@@ -112,8 +112,8 @@ def test_quant8_with_another_scale_stays_on_the_host(quant_c_types):
     check_on_device(Op.CONCATENATION, ins, Q8, 2, device=False, scale=0.25, zero_point=3)
 
 
-def test_quant8_stays_on_the_host_without_a_c_type():
-    check_on_device(Op.TRANSPOSE, [q_in((2, 3), Q8), vec([1, 0])], Q8, 2, device=False, scale=0.5, zero_point=3)
+def test_quant8_copies_run_on_the_device():
+    check_on_device(Op.TRANSPOSE, [q_in((2, 3), Q8), vec([1, 0])], Q8, 2, device=True, scale=0.5, zero_point=3)
 
 
 @pytest.mark.parametrize("t", TYPES)
