@@ -21,13 +21,17 @@ class Group:
         return ([self.head] if self.head is not None else []) + self.ops
 
 
-def fuse(graph: Subgraph, exprs: dict, heavy: dict, shapes: dict, enabled: bool = True) -> list[Group | int]:
-    """Steps in execution order: Groups (device kernels) and bare op indexes (host). With
-    `enabled` False every device operation gets a kernel of its own (the baseline)."""
+def fuse(graph: Subgraph, exprs: dict, heavy: dict, shapes: dict, enabled: bool = True,
+         skip: frozenset[int] | set[int] = frozenset()) -> list[Group | int]:
+    """Steps in execution order: Groups (device kernels) and bare op indexes (host); ops in
+    `skip` (folded at prepare) get none. With `enabled` False every device operation gets a
+    kernel of its own (the baseline)."""
     consumers = Counter(i for op in graph.operations for i in op.inputs)
     model_outputs = set(graph.outputIndexes)
     items: list[Group | int] = []
     for k, op in enumerate(graph.operations):
+        if k in skip:
+            continue
         out = op.outputs[0]
         if k in heavy:
             items.append(Group(head=k, output=out))

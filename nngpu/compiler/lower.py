@@ -113,10 +113,36 @@ def static_shapes(runner: GraphRunner) -> dict[int, tuple[int, ...]] | None:
     return shapes
 
 
-def _context(runner: GraphRunner, k: int) -> OpContext:
+def _context(runner: GraphRunner, k: int, folded: dict[int, np.ndarray]) -> OpContext:
     graph = runner.model.main
     op = graph.operations[k]
-    return OpContext(op, graph.operands, [runner.constant(i) for i in op.inputs], runner.relaxed)
+    values = [folded[i] if i in folded else runner.constant(i) for i in op.inputs]
+    return OpContext(op, graph.operands, values, runner.relaxed)
+
+
+def fold_constants(runner: GraphRunner) -> dict[int, np.ndarray]:
+    """Values of the operations whose inputs are all constants (or folded), computed once."""
+    graph = runner.model.main
+    known: dict[int, np.ndarray] = {}
+    for k, op in enumerate(graph.operations):
+        if op.type in _CONTROL_FLOW:
+            continue
+        values = [known[i] if i in known else runner.constant(i) for i in op.inputs]
+        omitted = [graph.operands[i].lifetime == OperandLifeTime.NO_VALUE for i in op.inputs]
+        if any(v is None and not o for v, o in zip(values, omitted)):
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                outs = runner.run_operation(k, values)
+        except Exception:  # fails at run time too: leave it to the execution to report
+            continue
+        known.update(zip(op.outputs, outs))
+    return known
+
+
+def _as_constant(o: Operand) -> Operand:
+    return Operand(o.type, list(o.dimensions), o.numberOfConsumers, o.scale, o.zeroPoint,
+                   OperandLifeTime.CONSTANT_COPY, DataLocation(), o.extraParams)
 
 
 def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec | None:
@@ -128,10 +154,13 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
     if shapes is None:
         return None
     d = DIALECTS[dialect]
+    folded = fold_constants(runner)
     exprs = {}
     heavy = {}
     for k in range(len(graph.operations)):
-        ctx = _context(runner, k)
+        if all(o in folded for o in graph.operations[k].outputs):
+            continue
+        ctx = _context(runner, k, folded)
         e = expression(ctx)
         if e is not None and all(graph.operands[o].type in C_TYPES for o in graph.operations[k].outputs):
             exprs[k] = e
@@ -139,11 +168,13 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
         t = templates.match(ctx, shapes)
         if t is not None:
             heavy[k] = t
-    groups = fuse(graph, exprs, heavy, shapes, fuse_ops)
+    skip = {k for k, op in enumerate(graph.operations) if all(o in folded for o in op.outputs)}
+    groups = fuse(graph, exprs, heavy, shapes, fuse_ops, skip)
     steps: list[KernelStep | LibraryStep | HostStep] = []
     device_tensors: set[int] = set()
-    operands = list(graph.operands)
-    derived: dict[int, np.ndarray] = {}
+    # Folded values are constants from here on: uploaded once, never sharing a buffer.
+    operands = [_as_constant(o) if i in folded else o for i, o in enumerate(graph.operands)]
+    derived: dict[int, np.ndarray] = dict(folded)
     for t in heavy.values():
         _resolve_keys(t, operands, derived, shapes)
     view = Subgraph(operands, graph.operations, graph.inputIndexes, graph.outputIndexes)

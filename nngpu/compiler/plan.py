@@ -71,7 +71,7 @@ class PlanRunner:
 
     def _run(self, inputs: Sequence, out_buffers: dict) -> list:
         spec, backend = self.spec, self.backend
-        host: dict[int, np.ndarray] = {}
+        host: dict[int, np.ndarray] = dict(spec.derived)  # folded values and kernel-layout constants
         device_inputs: dict[int, DeviceValue] = {}
         for idx, value in zip(self.graph.inputIndexes, inputs):
             if isinstance(value, DeviceValue):

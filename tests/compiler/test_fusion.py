@@ -90,3 +90,30 @@ def test_static_shapes_required():
     """A model whose input extent is unknown gets no device plan (host reference)."""
     m = chain_model(shape=[0, 8])
     assert lower(GraphRunner(as_model_1_3(m)), "opencl") is None
+
+
+def test_constant_subgraphs_are_folded_at_prepare():
+    """ADD(c1, c2) of two constants is computed once; only MUL(x, that) runs per execution."""
+    from nngpu.driver.device import Device
+    from nngpu.testing import output, scalar, single_op_model, tensor
+
+    c1 = np.arange(6, dtype=np.float32).reshape(2, 3)
+    c2 = np.full((2, 3), 0.25, np.float32)
+    m = single_op_model(Op.ADD, [tensor(T.TENSOR_FLOAT32, c1, const=True), tensor(T.TENSOR_FLOAT32, c2, const=True),
+                                 scalar(T.INT32, 0)], [output(T.TENSOR_FLOAT32, [2, 3])])
+    # Append MUL(x, sum) with x a new model input; the ADD output becomes a temporary.
+    add_out = m.outputIndexes[0]
+    m.operands[add_out].lifetime = OperandLifeTime.TEMPORARY_VARIABLE
+    m.operands[add_out].numberOfConsumers = 1
+    x_idx, out_idx = len(m.operands), len(m.operands) + 1
+    m.operands.append(_operand(T.TENSOR_FLOAT32, [2, 3], OperandLifeTime.SUBGRAPH_INPUT))
+    m.operands.append(_operand(T.TENSOR_FLOAT32, [2, 3], OperandLifeTime.SUBGRAPH_OUTPUT, 0))
+    m.operands[2].numberOfConsumers = 2
+    m.operations.append(Operation(Op.MUL, [x_idx, add_out, 2], [out_idx]))
+    m.inputIndexes, m.outputIndexes = [x_idx], [out_idx]
+    spec = lower(GraphRunner(as_model_1_3(m)), "opencl")
+    assert len(spec.steps) == 1 and spec.steps[0].ops == [1]
+    x = np.full((2, 3), 2.0, np.float32)
+    for backend in device_backends():
+        got = run_model(m, [x], [x.nbytes], Device(backend))
+        np.testing.assert_array_equal(got.outputs[0], x * (c1 + c2))

@@ -84,18 +84,25 @@ def add_request(a=A, b=B, outputs: int = 1, dims: bool = True, out_capacity: int
 
 
 class RawBurst:
-    """The client end of a burst without the controller: packets in, result tuples out."""
+    """The client end of a burst without the controller: packets in, result tuples out.
+    inline=True answers each packet on this thread (the in-process controller's fast path),
+    else the driver's worker thread does."""
 
-    def __init__(self, prepared, request_length: int = 1024, result_length: int = 1024):
+    def __init__(self, prepared, request_length: int = 1024, result_length: int = 1024, inline: bool = False):
         self.requests = MessageQueue(DATUM_SIZE, request_length, spin_us=0)
         self.results = MessageQueue(DATUM_SIZE, result_length, spin_us=0)
         self.callback = BurstCallback()
+        self.inline = inline
         status, self.context = configure_burst(prepared, self.callback, self.requests, self.results)
         assert status == ErrorStatus.NONE
 
     def send_bytes(self, raw: bytes, timeout: float = 20.0):
         """Write one packet; the raw result packet (None: no answer within timeout)."""
-        assert self.requests.write_blocking(raw, timeout=timeout)
+        if self.inline:
+            assert self.requests.write(raw, wake=False)
+            assert self.context.serve_inline()
+        else:
+            assert self.requests.write_blocking(raw, timeout=timeout)
         return self.results.read_blocking(None, timeout=timeout)
 
     def send(self, datums, timeout: float = 20.0):
@@ -116,9 +123,9 @@ def add_prepared():
     return prepare(Device("numpy"), add_model())
 
 
-@pytest.fixture
-def raw_burst(add_prepared):
-    burst = RawBurst(add_prepared)
+@pytest.fixture(params=["worker", "inline"])
+def raw_burst(add_prepared, request):
+    burst = RawBurst(add_prepared, inline=request.param == "inline")
     yield burst
     burst.close()
 
