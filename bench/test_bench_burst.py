@@ -3,7 +3,17 @@ executeSynchronously, execute_1_2 + callback, a burst in process, a burst to ano
 and the bare FMQ round trip to another process (a 7-datum packet echoed back), busy-polled on
 both sides and sleeping on both sides, which bound what a burst's transport can cost.
 
-Run explicitly: `pytest bench` (the default `pytest` run collects tests/ only)."""
+Run explicitly: `pytest bench` (the default `pytest` run collects tests/ only).
+
+Spin defaults (nngpu.burst.CLIENT_SPIN_US = 500, nngpu.driver.burst_server.SERVER_SPIN_US =
+200), measured here on 2 vCPUs shared with other work: a wake-up from poll() costs ~40 µs when
+the two processes sit on different CPUs, so a client that sleeps at once (spin 0) took ~110 µs
+a burst, one that spins ~69 µs; with both processes on one CPU every setting costs ~90 µs, so
+spinning never loses. The spin yields (sched_yield) every turn: a spin without yielding, or with
+time.sleep(0), starved the peer under load (~300 µs and ~240 µs). The windows only cover a hot
+burst: the client's a small model's execution, the server's a client's think time; after them
+both sides sleep and cost nothing. The cross-process figures are bimodal (~60-70 µs on two
+CPUs, ~90 µs when the scheduler puts both processes on one), so compare medians of one run."""
 import socket
 import subprocess
 import sys

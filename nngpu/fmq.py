@@ -9,6 +9,8 @@ Layout of the shared region (a memfd, little-endian):
     offset 12  u32 capacity
     offset 16  u32 flags (bit 0: blocking queue, has event fds)
     offset 20  u32 closed (nonzero once either side closed the queue)
+    offset 192 u32 readers asleep (waiting in poll for "not empty")
+    offset 256 u32 writers asleep (waiting in poll for "not full")
 
 Counters only grow; an element's ring slot is its counter modulo the capacity. Ordering: the
 writer copies the payload and only then stores the write counter; the reader loads the write
@@ -19,10 +21,16 @@ this publish order; elsewhere a full barrier is issued around each counter acces
 entirely or not at all, and a reader dequeues whole packets.
 
 Blocking queues carry two eventfds, "not empty" (written by the writer after publishing) and
-"not full" (written by the reader after consuming); a waiter spins for a short window, then
-sleeps in poll() on its eventfd, rechecking the counters after every wake-up, so no wake-up is
-lost. Closing sets the shared closed word and signals both eventfds: every waiter on either side
-returns. Non-blocking queues have no eventfds; their blocking calls poll with a short sleep.
+"not full" (written by the reader after consuming); a waiter spins for a short window (spin_us,
+giving up the CPU and the GIL every turn), then sleeps in poll() on its eventfd, rechecking the
+counters after every wake-up. On x86-64 a side signals only when its peer has said it is asleep,
+so a hot queue makes no system calls: the sleeper counts itself in, then rechecks the counters;
+the other side stores its counter, then reads that count. Both steps are separated by a
+threading.Lock release or acquire (an atomic read-modify-write: a full barrier on x86), so one
+of them sees the other, and no wake-up is lost; each sleep is still capped at _SLEEP_SLICE_S.
+Elsewhere every transfer signals. Closing sets the shared closed word and signals both eventfds:
+every waiter on either side returns. Non-blocking queues have no eventfds; their blocking calls
+poll with a short sleep.
 
 A `QueueDescriptor` (fds + sizes) travels to another process over a Unix socket
 (`send_descriptor` / `recv_descriptor`, SCM_RIGHTS) and is opened there with `MessageQueue.attach`.
@@ -46,9 +54,11 @@ __all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "send_descriptor", "
            "DEFAULT_SPIN_US"]
 
 MAGIC = 0x51464E4E  # "NNFQ"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 HEADER_SIZE = 4096
 _WRITE_AT, _READ_AT = 64, 128
+_READERS_ASLEEP_AT, _WRITERS_ASLEEP_AT = 192, 256
+_SLEEP_SLICE_S = 0.1  # a sleeper rechecks at least this often whatever the signals
 _FLAG_BLOCKING = 1
 DEFAULT_SPIN_US = 50  # the reference implementation polls about this long before sleeping
 _POLL_SLEEP_S = 0.0002  # non-blocking queues: nap between polls in their blocking calls
@@ -78,6 +88,7 @@ def _make_fence():
 
 
 _fence = _make_fence()
+_SIGNAL_ALWAYS = _fence is not None  # the sleeper count needs x86's store-load ordering via locks
 # A spinning waiter gives up the CPU (to processes sharing the core) and the GIL on every turn.
 _yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
@@ -164,6 +175,8 @@ class MessageQueue:
         self._write_ctr = ctypes.c_uint64.from_buffer(self._mm, _WRITE_AT)
         self._read_ctr = ctypes.c_uint64.from_buffer(self._mm, _READ_AT)
         self._closed_word = ctypes.c_uint32.from_buffer(self._mm, 20)
+        self._readers_asleep = ctypes.c_uint32.from_buffer(self._mm, _READERS_ASLEEP_AT)
+        self._writers_asleep = ctypes.c_uint32.from_buffer(self._mm, _WRITERS_ASLEEP_AT)
         self._ring = memoryview(self._mm)[HEADER_SIZE:]
 
     @staticmethod
@@ -247,7 +260,8 @@ class MessageQueue:
             if _fence:
                 _fence()
             self._write_ctr.value = w + n  # publish: the payload is in place
-        if wake and self.blocking:
+        # (the lock's release above orders the publish before the sleeper count is read)
+        if wake and self.blocking and (_SIGNAL_ALWAYS or self._readers_asleep.value):
             self._signal(self.desc.not_empty_fd)
         return True
 
@@ -278,7 +292,7 @@ class MessageQueue:
             if _fence:
                 _fence()
             self._read_ctr.value = r + n
-        if self.blocking:
+        if self.blocking and (_SIGNAL_ALWAYS or self._writers_asleep.value):
             self._signal(self.desc.not_full_fd)
         return out
 
@@ -290,7 +304,8 @@ class MessageQueue:
             return False
         if self.write(data):
             return True
-        ok = self._wait(self.available_to_write, n, self._poll_full, self.desc.not_full_fd, timeout)
+        ok = self._wait(self.available_to_write, n, self._poll_full, self.desc.not_full_fd, "_writers_asleep",
+                        timeout)
         return ok and self.write(data)
 
     def read_blocking(self, count: int | None = None, timeout: float | None = None) -> bytes | None:
@@ -308,10 +323,12 @@ class MessageQueue:
         """Wait up to `timeout` s until `count` elements can be read; False on timeout or close."""
         if count > self.capacity or count <= 0:
             return False
-        return self._wait(self.available_to_read, count, self._poll_empty, self.desc.not_empty_fd, timeout)
+        return self._wait(self.available_to_read, count, self._poll_empty, self.desc.not_empty_fd, "_readers_asleep",
+                          timeout)
 
-    def _wait(self, available, need: int, poller, fd: int, timeout: float | None) -> bool:
-        """Spin for spin_s (yielding the CPU and the GIL every turn), then sleep on `fd`."""
+    def _wait(self, available, need: int, poller, fd: int, sleepers: str, timeout: float | None) -> bool:
+        """Spin for spin_s (yielding the CPU and the GIL every turn), then sleep on `fd`,
+        counted in the shared word `sleepers` names while asleep (module docstring)."""
         if available() >= need:
             return True
         start = time.monotonic()
@@ -331,16 +348,32 @@ class MessageQueue:
             if poller is None:
                 time.sleep(_POLL_SLEEP_S)
                 continue
-            wait_ms = -1 if deadline is None else max(int((deadline - now) * 1000) + 1, 0)
-            try:
-                if poller.poll(wait_ms):
-                    os.eventfd_read(fd)  # consume the wake-up, then recheck the counters
-            except BlockingIOError:
-                pass
-            except OSError as e:
-                if e.errno in (errno.EBADF, errno.EINVAL):
-                    return False
-                raise
+            wait_s = _SLEEP_SLICE_S if deadline is None else min(deadline - now, _SLEEP_SLICE_S)
+            if not self._sleep(available, need, poller, fd, sleepers, wait_s):
+                return False
+
+    def _sleep(self, available, need: int, poller, fd: int, sleepers: str, wait_s: float) -> bool:
+        """One poll() on `fd`, announced to the peer; False if the queue went away."""
+        with self._lock:
+            if self._closed_locally:
+                return False
+            getattr(self, sleepers).value += 1
+        try:  # the release above made the count visible before this recheck
+            if available() >= need or self.closed:
+                return True
+            if poller.poll(max(int(wait_s * 1000) + 1, 0)):
+                os.eventfd_read(fd)  # consume the wake-up, then recheck the counters
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            if e.errno in (errno.EBADF, errno.EINVAL):
+                return False
+            raise
+        finally:
+            with self._lock:
+                if not self._closed_locally:
+                    getattr(self, sleepers).value -= 1
+        return True
 
     @staticmethod
     def _signal(fd: int) -> None:
@@ -370,6 +403,7 @@ class MessageQueue:
             self._closed_locally = True
             self._write_ctr = self._read_ctr = None  # drop the buffer exports before unmapping
             self._closed_word = ctypes.c_uint32(1)
+            self._readers_asleep = self._writers_asleep = ctypes.c_uint32(0)
         self._unmap()
         for fd in self.desc.fds():
             try:
@@ -379,6 +413,7 @@ class MessageQueue:
 
     def _unmap(self) -> None:
         self._write_ctr = self._read_ctr = None
+        self._readers_asleep = self._writers_asleep = ctypes.c_uint32(0)
         self._ring.release()
         try:
             self._mm.close()

@@ -1,5 +1,6 @@
 """nngpu.fmq: ring semantics, atomic packets, blocking wake-ups, timeouts, close, and a queue
 shared with another process through a descriptor sent over a Unix socket."""
+import os
 import socket
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+import nngpu.fmq as nngpu_fmq
 from nngpu.fmq import MessageQueue, QueueDescriptor, QueueError, recv_descriptor, send_descriptor
 
 E = 8  # element size used by most tests
@@ -93,6 +95,74 @@ def test_shutdown_wakes_a_blocked_writer():
     assert not q.write_blocking(elems(2, 1), timeout=10)
     q.close()
     q.close()  # idempotent
+
+
+def test_a_silent_write_needs_wake_reader_to_wake_a_sleeper(monkeypatch):
+    import nngpu.fmq
+
+    monkeypatch.setattr(nngpu.fmq, "_SLEEP_SLICE_S", 30.0)  # no periodic recheck during the test
+    q = MessageQueue(E, 4, spin_us=0)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(q.read_blocking(timeout=10)))
+    reader.start()
+    time.sleep(0.05)  # asleep in poll by now
+    assert q.write(elems(3, 1), wake=False)
+    reader.join(0.2)
+    assert reader.is_alive()  # nobody told it
+    t0 = time.monotonic()
+    q.wake_reader()
+    reader.join(5)
+    assert got == [elems(3, 1)] and time.monotonic() - t0 < 2
+    q.close()
+
+
+def _signalled(fd: int) -> bool:
+    try:
+        return os.eventfd_read(fd) > 0
+    except BlockingIOError:
+        return False
+
+
+@pytest.mark.skipif(nngpu_fmq._SIGNAL_ALWAYS, reason="every transfer signals on this CPU")
+def test_only_sleepers_are_signalled(monkeypatch):
+    monkeypatch.setattr(nngpu_fmq, "_SLEEP_SLICE_S", 30.0)  # woken by the signal, not by a recheck
+    q = MessageQueue(E, 2, spin_us=0)
+    d = q.descriptor()
+    assert q.write(elems(1, 1)) and q.read() == elems(1, 1)
+    assert not _signalled(d.not_empty_fd) and not _signalled(d.not_full_fd)  # nobody slept: no syscall
+    got = []
+    reader = threading.Thread(target=lambda: got.append(q.read_blocking(timeout=10)))
+    reader.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    assert q.write(elems(2, 1))
+    reader.join(5)
+    assert got == [elems(2, 1)] and time.monotonic() - t0 < 2
+    assert q.write(elems(3, 2))  # full: the writer sleeps until a read makes room
+    writer = threading.Thread(target=lambda: got.append(q.write_blocking(elems(4, 1), timeout=10)))
+    writer.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    assert q.read(1) == elems(3, 1)
+    writer.join(5)
+    assert time.monotonic() - t0 < 2
+    assert got[-1] is True and q.read() == elems(3, 2)[E:] + elems(4, 1)
+    q.close()
+
+
+@pytest.mark.parametrize("spin_us", [0, 200])
+def test_wait_readable(spin_us):
+    q = MessageQueue(E, 4, spin_us=spin_us)
+    assert not q.wait_readable(1, timeout=0.02)
+    assert not q.wait_readable(5, timeout=10)  # more than the queue holds: at once
+    threading.Timer(0.05, lambda: q.write(elems(1, 2))).start()
+    assert q.wait_readable(2, timeout=5)
+    assert q.available_to_read() == 2  # waiting consumes nothing
+    threading.Timer(0.05, q.shutdown).start()
+    t0 = time.monotonic()
+    assert not q.wait_readable(3, timeout=10)
+    assert time.monotonic() - t0 < 2
+    q.close()
 
 
 def test_attach_checks_the_descriptor():

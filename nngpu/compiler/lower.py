@@ -65,6 +65,8 @@ class PlanSpec:
     constants: list[int]                      # device tensors uploaded once at prepare
     operands: list                            # the model's operands, then derived constants
     derived: dict[int, np.ndarray] = field(default_factory=dict)  # e.g. filters in kernel layout
+    aliases: dict[int, int] = field(default_factory=dict)  # reshaped operand → the buffer it views
+    aliased_ops: list[int] = field(default_factory=list)   # reshapes that need no step
     buffer_of: dict[int, int] = field(default_factory=dict)   # operand → buffer slot
     slot_sizes: list[int] = field(default_factory=list)
 
@@ -74,7 +76,7 @@ class PlanSpec:
 
     def counts(self) -> tuple[int, int]:
         """(operations computed by device kernels, operations run on the host)."""
-        device = sum(len(s.ops) for s in self.kernels)
+        device = sum(len(s.ops) for s in self.kernels) + len(self.aliased_ops)
         return device, sum(1 for s in self.steps if isinstance(s, HostStep))
 
 
@@ -169,6 +171,8 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
         if t is not None:
             heavy[k] = t
     skip = {k for k, op in enumerate(graph.operations) if all(o in folded for o in op.outputs)}
+    aliases, aliased_ops = _aliases(graph, skip | set(exprs) | set(heavy))
+    skip |= set(aliased_ops)
     groups = fuse(graph, exprs, heavy, shapes, fuse_ops, skip)
     steps: list[KernelStep | LibraryStep | HostStep] = []
     device_tensors: set[int] = set()
@@ -189,11 +193,33 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
         else:
             op = graph.operations[item]
             steps.append(HostStep(item, list(op.inputs), list(op.outputs)))
+    device_tensors |= {aliases[i] for i in device_tensors if i in aliases}  # the buffer an alias views
     constants = sorted(i for i in device_tensors
                        if operands[i].lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE))
-    spec = PlanSpec(dialect, shapes, steps, device_tensors, constants, operands, derived)
+    spec = PlanSpec(dialect, shapes, steps, device_tensors, constants, operands, derived, aliases=aliases,
+                    aliased_ops=aliased_ops)
     plan_buffers(spec, view)
     return spec
+
+
+_VIEWS = {OperationType.RESHAPE, OperationType.SQUEEZE, OperationType.EXPAND_DIMS}
+
+
+def _aliases(graph: Subgraph, taken: set[int]) -> tuple[dict[int, int], list[int]]:
+    """RESHAPE / SQUEEZE / EXPAND_DIMS outputs that can share their input's buffer (the bytes are
+    the same): operand → the operand whose buffer it views, and the ops that need no step."""
+    aliases: dict[int, int] = {}
+    ops = []
+    outputs = set(graph.outputIndexes)
+    for k, op in enumerate(graph.operations):
+        if k in taken or op.type not in _VIEWS:
+            continue
+        src, out = op.inputs[0], op.outputs[0]
+        if out in outputs or graph.operands[src].type != graph.operands[out].type:
+            continue
+        aliases[out] = aliases.get(src, src)
+        ops.append(k)
+    return aliases, ops
 
 
 def _resolve_keys(t, operands: list, derived: dict, shapes: dict) -> None:

@@ -22,6 +22,7 @@ def plan_buffers(spec, graph: Subgraph) -> None:
     for s, step in enumerate(spec.steps):
         used = step.args if hasattr(step, "args") else [*step.inputs, *step.outputs]
         for idx in used:
+            idx = spec.aliases.get(idx, idx)  # a reshaped view lives in its source's buffer
             if idx in spec.device_tensors:
                 first.setdefault(idx, s)
                 last[idx] = s
@@ -47,4 +48,7 @@ def plan_buffers(spec, graph: Subgraph) -> None:
             slot_sizes[slot] = max(slot_sizes[slot], size)
         spec.buffer_of[idx] = slot
         release_at.setdefault(last[idx], []).append(slot)
+    for view, source in spec.aliases.items():
+        if source in spec.buffer_of:
+            spec.buffer_of[view] = spec.buffer_of[source]
     spec.slot_sizes = slot_sizes

@@ -113,23 +113,29 @@ class PlanRunner:
             self.backend.copy(value.buf, self._buf(idx), value.nbytes)
         return value
 
+    def _host_value(self, idx: int, host: dict, device_inputs: dict[int, DeviceValue], op: int):
+        """Operand idx on the host: computed there, a constant, or brought back from the device
+        (a counted, logged transfer). None for an omitted operand."""
+        if idx in host:
+            return host[idx]
+        if idx in self.spec.aliases:  # a reshape that got no step: view its source
+            source = self._host_value(self.spec.aliases[idx], host, device_inputs, op)
+            value = None if source is None else source.reshape(self.spec.shapes[idx])
+        elif idx in device_inputs:
+            value = device_inputs[idx].to_host()
+            self.transfers += 1
+        elif idx in self.spec.device_tensors and self.reference.constant(idx) is None:
+            value = np.empty(self.spec.shapes[idx], dtype=dtype_of(self.graph.operands[idx].type))
+            self.backend.download(self._buf(idx), value)
+            self.transfers += 1
+            log.debug("operation %d: device→host transfer of operand %d", op, idx)
+        else:
+            return self.reference.constant(idx)
+        host[idx] = value
+        return value
+
     def _host_step(self, step: HostStep, host: dict[int, np.ndarray], device_inputs: dict[int, DeviceValue]) -> None:
-        values = []
-        for idx in step.inputs:
-            if idx not in host and idx in device_inputs:
-                host[idx] = device_inputs[idx].to_host()
-                self.transfers += 1
-            if idx not in host:
-                const = self.reference.constant(idx)
-                if const is not None or idx not in self.spec.device_tensors:
-                    values.append(const)
-                    continue
-                arr = np.empty(self.spec.shapes[idx], dtype=dtype_of(self.graph.operands[idx].type))
-                self.backend.download(self._buf(idx), arr)
-                self.transfers += 1
-                log.debug("operation %d: device→host transfer of operand %d", step.op, idx)
-                host[idx] = arr
-            values.append(host[idx])
+        values = [self._host_value(idx, host, device_inputs, step.op) for idx in step.inputs]
         outs = self.reference.run_operation(step.op, values)
         for idx, value in zip(step.outputs, outs):
             host[idx] = value

@@ -145,7 +145,7 @@ def _max(ctx: OpContext) -> list[np.ndarray]:
 def _l2(ctx: OpContext) -> list[np.ndarray]:
     p, x, win, oh, ow = _setup(ctx)
     count = _counts(x, p, win, oh, ow).astype(np.float32)
-    sq = _reduce_taps(np.square(x.astype(np.float32)), p, win, oh, ow, 0, np.add)
+    sq = _reduce_taps(np.square(x, dtype=np.float32), p, win, oh, ow, 0, np.add)
     y = np.sqrt(sq / count, out=sq)
     return [from_nhwc(clip_activation(y, p.activation), p.nchw)]
 

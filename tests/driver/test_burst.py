@@ -12,8 +12,12 @@ from nngpu.burst import BurstError, ExecutionBurstController
 from nngpu.burst_serialization import (
     DATUM_SIZE,
     PacketError,
+    decode_request,
+    decode_result,
     deserialize_request,
     deserialize_result,
+    encode_request,
+    encode_result,
     request_from_bytes,
     request_to_bytes,
     result_from_bytes,
@@ -133,6 +137,73 @@ def test_serialization_rejects_values_that_do_not_fit():
                                            MeasureTiming.NO, []))
 
 
+# ---- the whole-packet codecs agree with the datum route --------------------------------------------
+def _verdict(decode, raw):
+    try:
+        return "ok", decode(raw)
+    except PacketError:
+        return ("rejected",)
+
+
+word = st.one_of(st.integers(0, 8), st.sampled_from([255, 256, 257, 2**31 - 1, 2**31, 2**32 - 1]),
+                 st.integers(0, 2**32 - 1))
+rows = st.lists(st.tuples(st.integers(0, 7), word, word, word, word, word), max_size=16)
+
+
+def _packet(rows_, size_at: int | None) -> bytes:
+    if rows_ and rows_[0][0] == 0 and size_at is not None:  # often right, to get past the first check
+        rows_[0] = rows_[0][:size_at] + (len(rows_),) + rows_[0][size_at + 1:]
+    return b"".join(struct.pack("<6I", *r) for r in rows_)
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows, st.booleans())
+def test_fast_request_decoding_has_the_same_verdicts(rows_, fix):
+    raw = _packet(rows_, 1 if fix else None)
+    assert _verdict(decode_request, raw) == _verdict(lambda b: deserialize_request(request_from_bytes(b)), raw)
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows, st.booleans())
+def test_fast_result_decoding_has_the_same_verdicts(rows_, fix):
+    raw = _packet(rows_, 2 if fix else None)
+    assert _verdict(decode_result, raw) == _verdict(lambda b: deserialize_result(result_from_bytes(b)), raw)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(args, max_size=4), st.lists(args, max_size=4), st.lists(st.integers(0, 2**31 - 1), max_size=4),
+       st.sampled_from(list(MeasureTiming)))
+def test_fast_request_encoding_is_the_datum_route(inputs, outputs, slots, measure):
+    request = Request(inputs, outputs, [None] * len(slots))
+    raw = encode_request(request, measure, slots)
+    assert raw == request_to_bytes(serialize_request(request, measure, slots))
+    assert decode_request(raw) == deserialize_request(request_from_bytes(raw))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(list(ErrorStatus)), st.lists(st.tuples(st.lists(u32, max_size=6), st.booleans()), max_size=4),
+       st.integers(0, UINT64_MAX), st.integers(0, UINT64_MAX))
+def test_fast_result_encoding_is_the_datum_route(status, shapes, on_device, in_driver):
+    shapes = [OutputShape(d, s) for d, s in shapes]
+    raw = encode_result(status, shapes, Timing(on_device, in_driver))
+    assert raw == result_to_bytes(serialize_result(status, shapes, Timing(on_device, in_driver)))
+    assert decode_result(raw) == (status, shapes, Timing(on_device, in_driver))
+
+
+def test_fast_encoders_fall_back_on_odd_values():
+    loc = lambda n: RequestArgument(False, DataLocation(0, 0, n), [])
+    with pytest.raises(PacketError):
+        encode_request(Request([loc(2**32)], [], []), MeasureTiming.NO, [])
+    with pytest.raises(PacketError):
+        encode_request(Request([], [], [None]), MeasureTiming.NO, [2**31])
+    assert encode_request(Request([loc(4.0)], [], []), MeasureTiming.NO, [-1]) == \
+        request_to_bytes(serialize_request(Request([loc(4)], [], []), MeasureTiming.NO, [-1]))
+    with pytest.raises(PacketError):
+        encode_result(ErrorStatus.NONE, [], Timing(-1, 0))
+    with pytest.raises(PacketError):
+        encode_result(ErrorStatus.NONE, [OutputShape([2**32])], Timing())
+
+
 # ---- the controller, in process ----------------------------------------------------------------------
 def test_compute_matches_execute_synchronously(add_prepared, kit):
     r = kit.add_request()
@@ -203,6 +274,71 @@ def test_queue_modes(add_prepared, kit, blocking, spin):
     with ExecutionBurstController.create(add_prepared, blocking=blocking, spin_us=spin) as burst:
         for _ in range(3):
             assert burst.compute(r.request)[0] == ErrorStatus.NONE
+
+
+def test_in_process_compute_runs_on_the_calling_thread(add_prepared, kit):
+    import threading
+
+    r = kit.add_request()
+    with ExecutionBurstController.create(add_prepared) as burst:
+        threads = []
+        original = burst.callback.getMemories
+        burst.callback.getMemories = lambda slots: threads.append(threading.current_thread()) or original(slots)
+        assert burst.compute(r.request)[0] == ErrorStatus.NONE
+        assert threads == [threading.current_thread()]  # the packet was answered here, not by the worker
+        np.testing.assert_array_equal(r.result(), kit.A + kit.B)
+
+
+def test_in_process_compute_falls_back_to_a_busy_worker(add_prepared, kit):
+    import threading
+
+    r = kit.add_request()
+    with ExecutionBurstController.create(add_prepared) as burst:
+        serving = burst.context._serving
+        serving.acquire()  # as if the worker were answering: serve_inline must not wait for it
+        threading.Timer(0.1, serving.release).start()
+        t0 = time.monotonic()
+        assert burst.compute(r.request, MeasureTiming.YES)[:2] == (ErrorStatus.NONE, [OutputShape([2, 3], True)])
+        assert 0.09 <= time.monotonic() - t0 < 5  # the worker, woken, answered once it was free
+        assert burst.compute(r.request)[0] == ErrorStatus.NONE
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_remembered_packets_are_forgotten_with_their_slots(add_prepared, kit, inline):
+    burst = kit.RawBurst(add_prepared, inline=inline)
+    try:
+        r = kit.add_request()
+        slots = [burst.callback.slot_of(p) for p in r.request.pools]
+        datums = serialize_request(r.request, MeasureTiming.NO, slots)
+        calls = []
+        original = burst.callback.getMemories
+        burst.callback.getMemories = lambda s: calls.append(list(s)) or original(s)
+        for _ in range(3):  # the same bytes again: decoded and resolved once
+            assert burst.send(datums)[0] == ErrorStatus.NONE
+        assert calls == [slots]
+        burst.context.freeMemory(slots[1])
+        assert burst.send(datums)[0] == ErrorStatus.NONE  # not from a stale memory: fetched again
+        assert calls == [slots, [slots[1]]]
+        burst.callback.release(slots[0])  # the client no longer knows it: the repeat must fail
+        burst.context.freeMemory(slots[0])
+        assert burst.send(datums)[0] == ErrorStatus.INVALID_ARGUMENT
+    finally:
+        burst.close()
+
+
+def test_a_result_queue_too_short_for_any_result_ends_the_burst(add_prepared, kit):
+    with ExecutionBurstController.create(add_prepared, result_length=1) as burst:
+        t0 = time.monotonic()
+        assert burst.compute(kit.add_request().request)[0] == ErrorStatus.GENERAL_FAILURE
+        assert time.monotonic() - t0 < 5 and burst.closed
+    burst = kit.RawBurst(add_prepared, result_length=1)
+    try:
+        r = kit.add_request()
+        datums = serialize_request(r.request, MeasureTiming.NO, [burst.callback.slot_of(p) for p in r.request.pools])
+        assert burst.send_bytes(request_to_bytes(datums), timeout=5) is None
+        assert _wait_until(lambda: not burst.context.running)
+    finally:
+        burst.close()
 
 
 def test_configure_burst_arguments(add_prepared):

@@ -288,3 +288,133 @@ def test_quant8_output_scale_rule_raises_model_version():
     assert validate_model(model(0.5)) == HalVersion.V1_0
     assert validate_model(model(0.25)) == HalVersion.V1_2
     assert math.isclose(0.25, 0.5 * 0.5)
+
+
+# --- the fast kernels: tap-loop depthwise, blocked im2col, 1x1 GEMM, float16 in float32 -----
+
+@pytest.mark.parametrize("cin", [3, 40])      # 80 output channels take the einsum path
+def test_depthwise_strided_dilated_multiplier_batch_nchw(cin):
+    # stride 2 splits columns into phases; dilation 3 makes taps cross phases; multiplier 2
+    x = rng.standard_normal((2, 9, 11, cin)).astype(np.float32)
+    fd = rng.standard_normal((1, 3, 2, 2 * cin)).astype(np.float32)
+    b = rng.standard_normal(2 * cin).astype(np.float32)
+    want = loop_conv(x, fd.transpose(3, 1, 2, 0), b, (1, 2, 2, 0), (3, 2), (1, 3), groups=cin)
+    res = run_op(Op.DEPTHWISE_CONV_2D, [tensor(F32, x.transpose(0, 3, 1, 2)), tensor(F32, fd), tensor(F32, b),
+                                        i32(2), i32(0), i32(1), i32(2), i32(2), i32(3), i32(2), i32(0),
+                                        scalar(T.BOOL, True), i32(3), i32(1)],
+                 [output(F32, [0, 0, 0, 0])])
+    assert res.status == ErrorStatus.NONE
+    np.testing.assert_allclose(res.outputs[0], want.transpose(0, 3, 1, 2), rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_rows_in_blocks_match_loop(monkeypatch):
+    from nngpu.ops import conv
+    monkeypatch.setattr(conv, "_DW_BLOCK_BYTES", 64)   # one output row per block
+    x = rng.standard_normal((1, 7, 5, 4)).astype(np.float32)
+    fd = rng.standard_normal((1, 3, 3, 4)).astype(np.float32)
+    b = np.zeros(4, np.float32)
+    want = loop_conv(x, fd.transpose(3, 1, 2, 0), b, (1, 1, 1, 1), (1, 1), groups=4)
+    res = run_op(Op.DEPTHWISE_CONV_2D, [tensor(F32, x), tensor(F32, fd), tensor(F32, b), i32(1), i32(1), i32(1),
+                                        i32(1), i32(0)], [output(F32, [1, 7, 5, 4])])
+    np.testing.assert_allclose(res.outputs[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cin", [3, 40])      # 80 output channels take the einsum path
+@pytest.mark.parametrize("t", [Q8, S8])
+def test_depthwise_quant_equals_grouped_conv_exactly(t, cin):
+    # Two independent exact integer paths (tap loop / einsum vs im2col GEMM) must agree bit for bit.
+    lo, hi = (0, 255) if t == Q8 else (-128, 127)
+    cout = 2 * cin
+    x = rng.integers(lo, hi + 1, (2, 6, 7, cin))
+    fd = rng.integers(lo, hi + 1, (1, 3, 3, cout))
+    b = rng.integers(-3000, 3000, cout).astype(np.int32)
+    zp = 125 if t == Q8 else -7
+    q = dict(in_scale=0.5, out_scale=0.7)
+    # explicit pads (left 1, right 0, top 2, bottom 1), stride 2x2, then multiplier / groups, RELU
+    common = [tensor(t, x, q["in_scale"], zp), None, tensor(I32, b, q["in_scale"] * 0.03), i32(1), i32(0), i32(2),
+              i32(1), i32(2), i32(2)]
+    dw_ins = common[:1] + [tensor(t, fd, 0.03, zp + 1)] + common[2:] + [i32(2), i32(1)]
+    gc_ins = common[:1] + [tensor(t, fd.transpose(3, 1, 2, 0), 0.03, zp + 1)] + common[2:] + [i32(cin), i32(1)]
+    outs = [output(t, [2, 4, 3, cout], q["out_scale"], zp)]
+    got = run_kernel(Op.DEPTHWISE_CONV_2D, dw_ins, outs)[0]
+    grouped = run_kernel(Op.GROUPED_CONV_2D, gc_ins + [scalar(T.BOOL, False)], outs)[0]
+    assert got.shape == (2, 4, 3, cout)
+    np.testing.assert_array_equal(got, grouped)
+    assert len(np.unique(got)) > 3 and ((got == lo) | (got == hi)).any()   # saturation reached
+
+
+@pytest.mark.parametrize("c", [2, 64])
+def test_depthwise_zero_batch(c):
+    out = run_kernel(Op.DEPTHWISE_CONV_2D, [tensor(F32, np.zeros((0, 4, 4, c))), tensor(F32, np.ones((1, 3, 3, c))),
+                                            tensor(F32, np.zeros(c)), i32(1), i32(1), i32(1), i32(1), i32(0)],
+                     [output(F32, [0, 4, 4, c])])
+    assert out[0].shape == (0, 4, 4, c)
+
+
+def test_conv_im2col_in_row_blocks_matches_loop(monkeypatch):
+    from nngpu.ops import conv
+    monkeypatch.setattr(conv, "_IM2COL_BYTES", 1)       # one output row per GEMM, batch by batch
+    x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
+    f = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    want = loop_conv(x, f, b, (1, 1, 1, 1), (2, 1))    # SAME, stride 1x2 (w, h)
+    res = run_op(Op.CONV_2D, [tensor(F32, x), tensor(F32, f), tensor(F32, b), i32(1), i32(1), i32(2), i32(0)],
+                 [output(F32, [0, 0, 0, 0])])
+    np.testing.assert_allclose(res.outputs[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_1x1_strided_odd_size_nchw():
+    x = rng.standard_normal((2, 5, 7, 6)).astype(np.float32)
+    f = rng.standard_normal((3, 1, 1, 6)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    want = np.clip(loop_conv(x, f, b, (0, 0, 0, 0), (2, 3)), -1, 1)
+    res = run_op(Op.CONV_2D, [tensor(F32, x.transpose(0, 3, 1, 2)), tensor(F32, f), tensor(F32, b), i32(2),
+                              i32(3), i32(2), i32(2), scalar(T.BOOL, True)], [output(F32, [0, 0, 0, 0])])
+    assert res.status == ErrorStatus.NONE
+    np.testing.assert_allclose(res.outputs[0], want.transpose(0, 3, 1, 2), rtol=1e-5, atol=1e-5)
+
+
+def test_conv_float32_long_reduction_within_corpus_tolerance():
+    # 5x5x96 = 2400 products per output accumulated in float32: still within 1e-5 + 5.96e-7 rel
+    x = rng.uniform(-1, 1, (1, 8, 8, 96)).astype(np.float32)
+    f = rng.uniform(-0.1, 0.1, (8, 5, 5, 96)).astype(np.float32)
+    b = rng.uniform(-1, 1, 8).astype(np.float32)
+    want = loop_conv(x.astype(np.float64), f.astype(np.float64), b.astype(np.float64), (0, 0, 0, 0), (1, 1))
+    res = run_op(Op.CONV_2D, [tensor(F32, x), tensor(F32, f), tensor(F32, b), i32(2), i32(1), i32(1), i32(0)],
+                 [output(F32, [1, 4, 4, 8])])
+    np.testing.assert_allclose(res.outputs[0], want, rtol=5.96e-7, atol=1e-5)
+
+
+def test_float16_conv_and_depthwise_computed_in_float32():
+    F16 = T.TENSOR_FLOAT16
+    x = rng.uniform(-2, 2, (1, 6, 6, 8)).astype(np.float16)
+    f = rng.uniform(-1, 1, (4, 3, 3, 8)).astype(np.float16)
+    fd = rng.uniform(-1, 1, (1, 3, 3, 8)).astype(np.float16)
+    b = rng.uniform(-1, 1, 8).astype(np.float16)
+    x64, b64 = x.astype(np.float64), b.astype(np.float64)
+    want = loop_conv(x64, f.astype(np.float64), b64[:4], (1, 1, 1, 1), (1, 1))
+    res = run_op(Op.CONV_2D, [tensor(F16, x), tensor(F16, f), tensor(F16, b[:4]), i32(1), i32(1), i32(1), i32(0)],
+                 [output(F16, [1, 6, 6, 4])])
+    assert res.outputs[0].dtype == np.float16
+    np.testing.assert_allclose(res.outputs[0].astype(np.float64), want, rtol=2 ** -10, atol=2 ** -8)
+    want = loop_conv(x64, fd.astype(np.float64).transpose(3, 1, 2, 0), b64, (1, 1, 1, 1), (1, 1), groups=8)
+    res = run_op(Op.DEPTHWISE_CONV_2D, [tensor(F16, x), tensor(F16, fd), tensor(F16, b), i32(1), i32(1), i32(1),
+                                        i32(1), i32(0)], [output(F16, [1, 6, 6, 8])])
+    np.testing.assert_allclose(res.outputs[0].astype(np.float64), want, rtol=2 ** -10, atol=2 ** -8)
+
+
+def test_transpose_conv_float16_nchw_relu():
+    F16 = T.TENSOR_FLOAT16
+    x = rng.uniform(-1, 1, (2, 3, 4, 3)).astype(np.float16)
+    f = rng.uniform(-1, 1, (4, 2, 3, 3)).astype(np.float16)
+    b = rng.uniform(-1, 1, 4).astype(np.float16)
+    # explicit pads left 1, right 0, top 0, bottom 1; stride w 2, h 1: h = 3+2-1-1 = 3, w = 4*2+3-2-1 = 8
+    want = np.maximum(loop_transpose_conv(x.astype(np.float64), f.astype(np.float64), b.astype(np.float64),
+                                          0, 1, 3, 8, 1, 2), 0)
+    res = run_op(Op.TRANSPOSE_CONV_2D, [tensor(F16, x.transpose(0, 3, 1, 2)), tensor(F16, f), tensor(F16, b),
+                                        i32(1), i32(0), i32(0), i32(1), i32(2), i32(1), i32(1),
+                                        scalar(T.BOOL, True)],
+                 [output(F16, [2, 4, 3, 8])])
+    assert res.status == ErrorStatus.NONE
+    np.testing.assert_allclose(res.outputs[0].astype(np.float64), want.transpose(0, 3, 1, 2), rtol=2 ** -10,
+                               atol=2 ** -8)

@@ -120,3 +120,39 @@ def test_l2_pool_rejects_quant8_by_signature():
     res = run_op(Op.L2_POOL_2D, [tensor(Q8, np.ones((1, 4, 4, 1)), 0.5, 0), i32(1), i32(1), i32(1), i32(2),
                                  i32(2), i32(0)], [output(Q8, [0, 0, 0, 0], 0.5, 0)])
     assert res.status == ErrorStatus.INVALID_ARGUMENT
+
+
+# --- windows above the tap-loop limit are reduced over a strided view ------------------------
+
+@pytest.mark.parametrize("kind,op", [("avg", Op.AVERAGE_POOL_2D), ("max", Op.MAX_POOL_2D), ("l2", Op.L2_POOL_2D)])
+def test_large_window_padded_strided(kind, op):
+    x = rng.standard_normal((2, 9, 10, 3)).astype(np.float32)
+    geo = ((2, 3, 1, 4), (2, 3), (6, 7))      # 42 taps, windows overlap and hang over padding
+    want = loop_pool(x, kind, *geo)
+    res = run_op(op, [tensor(F32, x), *explicit(*geo)], [output(F32, [0, 0, 0, 0])])
+    assert res.status == ErrorStatus.NONE
+    np.testing.assert_allclose(res.outputs[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_global_average_quant8_large_window_rounds():
+    x = rng.integers(0, 256, (1, 8, 8, 4)).astype(np.uint8)
+    want = np.floor(x.astype(np.float64).mean(axis=(1, 2), keepdims=True) + 0.5)   # half up = away (>= 0)
+    res = run_op(Op.AVERAGE_POOL_2D, [tensor(Q8, x, 0.1, 0), i32(2), i32(1), i32(1), i32(8), i32(8), i32(0)],  # VALID
+                 [output(Q8, [1, 1, 1, 4], 0.1, 0)])
+    np.testing.assert_array_equal(res.outputs[0], want)
+
+
+def test_max_pool_signed_large_window_padding_never_wins():
+    x = rng.integers(-128, -100, (1, 6, 6, 2)).astype(np.int8)   # all below any zero padding
+    geo = ((2, 2, 2, 2), (3, 3), (6, 6))
+    want = loop_pool(x, "max", *geo)
+    out = run_kernel(Op.MAX_POOL_2D, [tensor(S8, x, 0.5, 0), *explicit(*geo)], [output(S8, [1, 2, 2, 2], 0.5, 0)])
+    np.testing.assert_array_equal(out[0], want)
+
+
+@pytest.mark.parametrize("op", [Op.AVERAGE_POOL_2D, Op.L2_POOL_2D, Op.MAX_POOL_2D])
+@pytest.mark.parametrize("filt", [2, 6])
+def test_zero_batch_all_kinds(op, filt):
+    out = run_kernel(op, [tensor(F32, np.zeros((0, 6, 6, 1))), i32(1), i32(1), i32(1), i32(filt), i32(filt),
+                          i32(0)], [output(F32, [0, 6, 6, 1])])
+    assert out[0].shape == (0, 6, 6, 1)
