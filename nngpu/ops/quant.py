@@ -32,14 +32,16 @@ def wrap_int32(x):
 
 
 def saturating_rounding_doubling_high_mul(a, b):
+    """gemmlowp SaturatingRoundingDoublingHighMul: (a * b * 2 + 2^31 rounding) >> 32, in
+    branch-free int64 arithmetic (the nudge and the truncating shift need no np.where)."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
-    overflow = (a == INT32_MIN) & (b == INT32_MIN)
     ab = a * b
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    s = ab + nudge
-    high = np.where(s >= 0, s >> 31, -((-s) >> 31))  # C division truncates toward zero
-    return np.where(overflow, INT32_MAX, high)
+    s = ab + ((1 << 30) - (ab < 0) * ((1 << 31) - 1))   # nudge: 2^30, or 1 - 2^30 when negative
+    high = (s + ((s >> 63) & ((1 << 31) - 1))) >> 31    # C division by 2^31: toward zero
+    if np.any(a == INT32_MIN):                          # the one overflow: INT32_MIN * INT32_MIN
+        high = np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, high)
+    return high
 
 
 def rounding_divide_by_pot(x, exponent):
