@@ -179,7 +179,7 @@ class ExecutionBurstController:
         callback = BurstCallback()
         try:
             status, context = prepared_model.configureExecutionBurst(callback, requests, results)
-        except Exception as e:
+        except Exception:
             status, context = ErrorStatus.GENERAL_FAILURE, None
             log.exception("configureExecutionBurst raised")
         if status != ErrorStatus.NONE or context is None:

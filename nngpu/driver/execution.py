@@ -16,7 +16,6 @@ from ..hal.types import (
     LoopTimeoutDurationNs,
     MeasureTiming,
     MemoryPool,
-    Model_1_3,
     OutputShape,
     Request,
     Timing,
@@ -108,12 +107,11 @@ def _shape_of(value: np.ndarray) -> list[int]:
     return [int(d) for d in value.shape]
 
 
-def _write_outputs(model: Model_1_3, request: Request, pools: list[PoolView], outputs: list[np.ndarray]) -> Result | None:
+def _write_outputs(request: Request, pools: list[PoolView], outputs: list[np.ndarray]) -> Result | None:
     """Check every output fits, then write all; a Result when one is too small or inconsistent."""
     shapes = [OutputShape(_shape_of(v), True) for v in outputs]
     insufficient = False
     for k, (arg, value) in enumerate(zip(request.outputs, outputs)):
-        operand = model.main.operands[model.main.outputIndexes[k]]
         if arg.dimensions:
             if merge_dims(arg.dimensions, shapes[k].dimensions) is None:
                 return _fail(ErrorStatus.INVALID_ARGUMENT,
@@ -163,7 +161,6 @@ class Pending:
         return result
 
     def _finish(self) -> Result:
-        model = self.runner.model
         try:
             t1 = time.perf_counter_ns()
             deadline = time.monotonic_ns() + self.loop_timeout_ns
@@ -176,7 +173,7 @@ class Pending:
                 inputs = [v.to_host() if isinstance(v, DeviceValue) else v for v in self.inputs]
                 outputs = self.runner.run(inputs, deadline_ns=deadline)
             t2 = time.perf_counter_ns()
-            failed = _write_outputs(model, self.request, self.pools, outputs)
+            failed = _write_outputs(self.request, self.pools, outputs)
         except ExecutionError as e:
             return _fail(e.status, str(e))
         except (ValidationError, MemoryError_) as e:

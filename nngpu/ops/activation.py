@@ -17,15 +17,13 @@ from .dtypes import dtype_of, quant_range
 from .elementwise import broadcast_shape, check_rank, float_compute, quant_params, same_type_sigs
 from .quant import (
     INT32_MAX,
-    INT32_MIN,
     QUANT8_TYPES,
     activation_range_quant,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul as srdhm,
-    wrap_int32,
 )
+from . import fixedpoint as fp
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, register, sig
 
@@ -61,77 +59,6 @@ _RELU_TYPES = [(_F32, V.V1_0), (_Q8, V.V1_0), (_F16, V.V1_2), (_Q8S, V.V1_3)]
 for _op, _act in {Op.RELU: Act.RELU, Op.RELU1: Act.RELU1, Op.RELU6: Act.RELU6}.items():
     register(OpSpec(_op, same_type_sigs(_RELU_TYPES, 1), _relu_reference(_act),
                     validate=_validate_same_quant, lowering="elementwise"))
-
-
-# ---- gemmlowp fixed point (int32 raw values held in int64 arrays) --------------------------
-def _sat_left_shift(x: np.ndarray, exponent: int) -> np.ndarray:
-    """SaturatingRoundingMultiplyByPOT with a positive exponent."""
-    threshold = (1 << (31 - exponent)) - 1
-    return np.where(x > threshold, INT32_MAX, np.where(x < -threshold, INT32_MIN, x << exponent))
-
-
-def _rounding_half_sum(a: np.ndarray, b: int) -> np.ndarray:
-    s = a + b
-    return np.trunc((s + np.where(s >= 0, 1, -1)) / 2).astype(np.int64)
-
-
-def _exp_on_interval(a: np.ndarray) -> np.ndarray:
-    """exp on [-1/4, 0) in Q0.31: Taylor expansion around -1/8."""
-    constant_term, one_third = 1895147668, 715827883
-    x = wrap_int32(a + (1 << 28))
-    x2 = srdhm(x, x)
-    x3 = srdhm(x2, x)
-    x4 = srdhm(x2, x2)
-    x4_over_4 = rounding_divide_by_pot(x4, 2)
-    poly = rounding_divide_by_pot(wrap_int32(srdhm(wrap_int32(x4_over_4 + x3), one_third) + x2), 1)
-    return wrap_int32(constant_term + srdhm(constant_term, wrap_int32(x + poly)))
-
-
-_BARREL = [(-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (2, 39332535), (3, 720401), (4, 242)]
-
-
-def _exp_on_negative_values(a: np.ndarray, integer_bits: int) -> np.ndarray:
-    frac = 31 - integer_bits
-    one_quarter = 1 << (frac - 2)
-    a_mod = (a & (one_quarter - 1)) - one_quarter
-    result = _exp_on_interval(_sat_left_shift(a_mod, integer_bits))
-    remainder = wrap_int32(a_mod - a)
-    for exponent, multiplier in _BARREL:
-        if integer_bits > exponent:
-            bit = (remainder & (1 << (frac + exponent))) != 0
-            result = np.where(bit, srdhm(result, multiplier), result)
-    if integer_bits > 5:
-        result = np.where(a < -(1 << (36 - integer_bits)), 0, result)
-    return np.where(a == 0, INT32_MAX, result)
-
-
-def _newton_reciprocal(half_denominator: np.ndarray) -> np.ndarray:
-    """1 / half_denominator in Q2.29 by three Newton-Raphson steps from 48/17 - 32/17 x."""
-    x = wrap_int32(1515870810 + srdhm(half_denominator, -1010580540))
-    for _ in range(3):
-        one_minus = wrap_int32((1 << 29) - srdhm(half_denominator, x))
-        x = wrap_int32(x + _sat_left_shift(srdhm(x, one_minus), 2))
-    return x
-
-
-def fixed_logistic(a: np.ndarray, integer_bits: int = 4) -> np.ndarray:
-    """gemmlowp::logistic: Q(integer_bits) input, Q0.31 output."""
-    positive = a > 0
-    abs_in = np.where(positive, a, -a)
-    e = _exp_on_negative_values(-abs_in, integer_bits)
-    r_pos = _sat_left_shift(_newton_reciprocal(_rounding_half_sum(e, INT32_MAX)), 1)
-    r_neg = wrap_int32(INT32_MAX - r_pos)
-    return np.where(a == 0, 1 << 30, np.where(positive, r_pos, r_neg))
-
-
-def fixed_tanh(a: np.ndarray, integer_bits: int = 4) -> np.ndarray:
-    """gemmlowp::tanh: Q(integer_bits) input, Q0.31 output."""
-    negative = a < 0
-    n = np.where(negative, a, -a)
-    e = _exp_on_negative_values(n, integer_bits + 1)  # ExactMulByPot<1>: same raw, one more integer bit
-    x = _newton_reciprocal(_rounding_half_sum(e, INT32_MAX))
-    t = _sat_left_shift(wrap_int32(x - (1 << 29)), 2)
-    return np.where(a == 0, 0, np.where(negative, -t, t))
 
 
 def _rescaled_input(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -174,7 +101,7 @@ def _logistic(ctx: OpContext) -> list[np.ndarray]:
             return [(np.float32(1) / (np.float32(1) + np.exp(-xf))).astype(x.dtype)]
     _validate_out_quant(Op.LOGISTIC)(ctx)
     rescaled, low, high = _rescaled_input(ctx, x)
-    y = rounding_divide_by_pot(fixed_logistic(rescaled), 23)   # Q0.31 -> units of 1/256
+    y = rounding_divide_by_pot(fp.logistic(rescaled), 23)   # Q0.31 -> units of 1/256
     if t == _Q8:
         y = np.where(high, 255, np.where(low, 0, np.minimum(y, 255)))
     else:
@@ -189,7 +116,7 @@ def _tanh(ctx: OpContext) -> list[np.ndarray]:
         return [np.tanh(float_compute(x)).astype(x.dtype)]
     _validate_out_quant(Op.TANH)(ctx)
     rescaled, low, high = _rescaled_input(ctx, x)
-    y = rounding_divide_by_pot(fixed_tanh(rescaled), 24)       # Q0.31 -> units of 1/128
+    y = rounding_divide_by_pot(fp.tanh(rescaled), 24)       # Q0.31 -> units of 1/128
     if t == _Q8:
         y = np.where(high, 255, np.where(low, 0, np.minimum(y + 128, 255)))
     else:

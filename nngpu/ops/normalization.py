@@ -17,7 +17,7 @@ from .quant import INT32_MAX, multiply_by_quantized_multiplier, rounding_divide_
 from .reduce import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, register, sig
-from .softmax import fp_mul, clz32, sat_shift_left
+from .fixedpoint import clz32, fp_mul, sat_shift_left
 
 _F32, _F16, _Q8, _Q8S = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 _L2_OUT_ZP = {_Q8: 128, _Q8S: 0}

@@ -17,80 +17,17 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from .dtypes import quant_range
 from .quant import (
-    INT32_MAX,
-    INT32_MIN,
     quantize_multiplier_greater_than_one,
     rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul,
     wrap_int32,
 )
+from .fixedpoint import clz32, exp_on_negative_values, fp_mul, one_over_one_plus_x_for_x_in_0_1
 from .reduce import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, register, sig
 
 _F32, _F16, _Q8, _Q8S = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 _SOFTMAX_OUT_ZP = {_Q8: 0, _Q8S: -128}
-
-
-# ---- gemmlowp fixed point (int64 arrays holding int32 raw values) ---------------------------
-fp_mul = saturating_rounding_doubling_high_mul  # FixedPoint<a> * FixedPoint<b> -> FixedPoint<a+b>
-
-
-def sat_shift_left(x, n: int) -> np.ndarray:
-    """SaturatingRoundingMultiplyByPOT with a positive exponent."""
-    return np.clip(np.asarray(x, dtype=np.int64) << n, INT32_MIN, INT32_MAX)
-
-
-def clz32(x) -> np.ndarray:
-    """CountLeadingZeros of uint32 values (32 for 0)."""
-    x = np.asarray(x, dtype=np.int64) & 0xFFFFFFFF
-    _, exp = np.frexp(x.astype(np.float64))  # exact: x < 2^53, exp = bit length
-    return np.where(x == 0, 32, 32 - exp).astype(np.int64)
-
-
-def _exp_quarter_interval(a: np.ndarray) -> np.ndarray:
-    """exp_on_interval_between_negative_one_quarter_and_0_excl, Q0.31 in and out."""
-    constant_term, one_third = 1895147668, 715827883
-    x = wrap_int32(a + (1 << 28))
-    x2 = fp_mul(x, x)
-    x3 = fp_mul(x2, x)
-    x4 = fp_mul(x2, x2)
-    x4_over_4 = rounding_divide_by_pot(x4, 2)
-    poly = rounding_divide_by_pot(wrap_int32(fp_mul(wrap_int32(x4_over_4 + x3), one_third) + x2), 1)
-    return wrap_int32(constant_term + fp_mul(constant_term, wrap_int32(x + poly)))
-
-
-_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
-               (2, 39332535), (3, 720401), (4, 242))
-
-
-def exp_on_negative_values(a: np.ndarray, integer_bits: int) -> np.ndarray:
-    """gemmlowp exp_on_negative_values: Q(integer_bits) input <= 0, Q0.31 output."""
-    frac = 31 - integer_bits
-    quarter = 1 << (frac - 2)
-    a = np.asarray(a, dtype=np.int64)
-    a_mod = (a & (quarter - 1)) - quarter
-    result = _exp_quarter_interval(sat_shift_left(a_mod, integer_bits))
-    remainder = wrap_int32(a_mod - a)
-    for exponent, multiplier in _EXP_BARREL:
-        if integer_bits > exponent:
-            bit = (remainder & (1 << (frac + exponent))) != 0
-            result = np.where(bit, fp_mul(result, multiplier), result)
-    if integer_bits > 5:
-        result = np.where(a < -(1 << (36 - integer_bits)), 0, result)  # below -32: exp is 0
-    return np.where(a == 0, INT32_MAX, result)
-
-
-def one_over_one_plus_x_for_x_in_0_1(a: np.ndarray) -> np.ndarray:
-    """gemmlowp Newton-Raphson 1 / (1 + x), Q0.31 in and out."""
-    s = np.asarray(a, dtype=np.int64) + INT32_MAX
-    half_denominator = np.where(s >= 0, (s + 1) // 2, -((-s + 1) // 2))  # RoundingHalfSum(a, 1)
-    x = wrap_int32(1515870810 + fp_mul(half_denominator, -1010580540))  # Q2.29: 48/17 - 32/17 d
-    one_q2 = 1 << 29
-    for _ in range(3):
-        hdx = fp_mul(half_denominator, x)
-        x = wrap_int32(x + sat_shift_left(fp_mul(x, wrap_int32(one_q2 - hdx)), 2))
-    return sat_shift_left(x, 1)
 
 
 # ---- SOFTMAX -------------------------------------------------------------------------------

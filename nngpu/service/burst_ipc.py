@@ -37,7 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..fmq import MessageQueue, QueueDescriptor, QueueError
+from ..fmq import MessageQueue, QueueDescriptor
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus, MemoryPool, Model, OutputShape, Request, Timing
 from ..memory import Memory, memory_from_fd
