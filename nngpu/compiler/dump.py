@@ -5,14 +5,14 @@ from pathlib import Path
 
 from ..driver.executor import GraphRunner
 from ..modelutil import as_model_1_3
-from .lower import HostStep, KernelStep, lower
+from .lower import HostStep, KernelStep, LibraryStep, lower
 
 
 def _load(path: Path):
     if path.suffix == ".tflite":
         from ..tflite import load_tflite
 
-        return load_tflite(str(path))[0]
+        return load_tflite(str(path)).model
     from ..cts.loader import build_model, load_file
 
     return build_model(load_file(path)[0])
@@ -35,6 +35,8 @@ def dump_kernels(model_path: str, out_dir: str, dialect: str = "opencl", fuse: b
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 (out / f"{n:03d}_{step.name}{ext}").write_text(step.source)
                 lines.append(f"step {n:3d} kernel {step.name} [{step.kind}] ({step.global_size} threads): {names}")
+            elif isinstance(step, LibraryStep):
+                lines.append(f"step {n:3d} {step.kind} m={step.m} n={step.n} k={step.k}: operands {step.args}")
             else:
                 assert isinstance(step, HostStep)
                 lines.append(f"step {n:3d} host   {step.op}:{ops[step.op].type.name}")
