@@ -34,7 +34,9 @@ def _cmd_cts(args) -> int:
             records.append(rec)
             if args.verbose or rec.result == "failed":
                 print(f"{rec.result.upper():7s} {rec.path:5s} {rec.version}/{rec.name}: {rec.detail}")
-    table, totals = summarize(records)
+    from .ops.registry import REGISTRY
+
+    table, totals = summarize(records, [] if args.k or args.version else [t.name for t in REGISTRY])
     skipped = [r for r in records if r.result == "skipped"]
     print(table)
     if skipped:

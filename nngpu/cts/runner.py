@@ -181,20 +181,25 @@ def model_op_name(model, k: int, flat: bool) -> str:
     return ops[k].type.name
 
 
-def summarize(records: list[Record]) -> tuple[str, dict[str, int]]:
-    """The per-operation table and the totals."""
+def summarize(records: list[Record], operations: Iterable[str] = ()) -> tuple[str, dict[str, int]]:
+    """The per-operation table and the totals. `operations` (the device's) get a row even when no
+    case exercised them, marked, so a gap in the corpus is visible."""
     table: dict[str, dict[str, int]] = defaultdict(lambda: {"passed": 0, "failed": 0, "skipped": 0})
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     for r in records:
         totals[r.result] += 1
         for op in r.operations:
             table[op][r.result] += 1
+    for op in operations:
+        table[op]  # noqa: B018 - creates the empty row
     width = max([len(k) for k in table] + [9])
     lines = [f"{'operation':<{width}}  passed  failed  skipped"]
     for op in sorted(table):
         row = table[op]
-        lines.append(f"{op:<{width}}  {row['passed']:6d}  {row['failed']:6d}  {row['skipped']:7d}")
-    lines.append(f"{len(table)} operations")
+        note = "  (no corpus cases)" if not any(row.values()) else ""
+        lines.append(f"{op:<{width}}  {row['passed']:6d}  {row['failed']:6d}  {row['skipped']:7d}{note}")
+    covered = sum(1 for row in table.values() if any(row.values()))
+    lines.append(f"{len(table)} operations, {covered} with corpus cases")
     device = sum(r.placement[0] for r in records)
     host = sum(r.placement[1] for r in records)
     lines.append(f"operation instances prepared: {device} in device kernels, {host} on the host reference")
