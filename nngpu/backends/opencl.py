@@ -10,7 +10,7 @@ import numpy as np
 from ..hal.types import DeviceType
 from .base import Backend, cache_dir, cache_key, kernel_template
 
-GEMM_TILE = 16
+GEMM_ROWS = 8  # rows of C per work-item, as in kernels/gemm.cl
 
 log = logging.getLogger("nngpu.backends.opencl")
 
@@ -93,9 +93,8 @@ class OpenCLBackend(Backend):
 
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
         kernel = self.compile(kernel_template("gemm.cl"), "nn_gemm")
-        t = GEMM_TILE
-        size = ((n + t - 1) // t * t, (m + t - 1) // t * t)
-        kernel(self.queue, size, (t, t), a, b, c, np.int32(m), np.int32(n), np.int32(k))
+        size = (n, (m + GEMM_ROWS - 1) // GEMM_ROWS)
+        kernel(self.queue, size, None, a, b, c, np.int32(m), np.int32(n), np.int32(k))
 
     def launch(self, kernel, global_size: int, args: list, local_size: int | None = None) -> None:
         if global_size <= 0:
