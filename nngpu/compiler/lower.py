@@ -157,10 +157,13 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
         return None
     d = DIALECTS[dialect]
     folded = fold_constants(runner)
+    skip = {k for k, op in enumerate(graph.operations) if all(o in folded for o in op.outputs)}
+    aliases, aliased_ops = _aliases(graph, skip)
+    skip |= set(aliased_ops)
     exprs = {}
     heavy = {}
     for k in range(len(graph.operations)):
-        if all(o in folded for o in graph.operations[k].outputs):
+        if k in skip:
             continue
         ctx = _context(runner, k, folded)
         e = expression(ctx)
@@ -170,9 +173,6 @@ def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec 
         t = templates.match(ctx, shapes)
         if t is not None:
             heavy[k] = t
-    skip = {k for k, op in enumerate(graph.operations) if all(o in folded for o in op.outputs)}
-    aliases, aliased_ops = _aliases(graph, skip | set(exprs) | set(heavy))
-    skip |= set(aliased_ops)
     groups = fuse(graph, exprs, heavy, shapes, fuse_ops, skip)
     steps: list[KernelStep | LibraryStep | HostStep] = []
     device_tensors: set[int] = set()
