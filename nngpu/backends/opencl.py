@@ -69,6 +69,9 @@ class OpenCLBackend(Backend):
             self.cl.enqueue_copy(self.queue, dst, src, byte_count=int(nbytes))
 
     def compile(self, source: str, name: str, options: tuple[str, ...] = ()):
+        # Correctly rounded float division and sqrt: QUANTIZE and the float reference need it,
+        # and OpenCL otherwise allows 2.5 ulp.
+        options = ("-cl-fp32-correctly-rounded-divide-sqrt", *options)
         key = cache_key("opencl", self.device.name, self.device.platform.version, self.device.driver_version,
                         " ".join(options), source)
         with self._lock:

@@ -10,7 +10,8 @@ from ..hal.types import OperandType as T
 # C storage type per operand type on the device; float16 is stored as 16-bit words.
 C_TYPES = {T.TENSOR_FLOAT32: "float", T.TENSOR_FLOAT16: "half", T.TENSOR_BOOL8: "uchar", T.TENSOR_INT32: "int",
            # 8-bit quantized values, moved as they are by data-movement kernels
-           T.TENSOR_QUANT8_ASYMM: "unsigned char", T.TENSOR_QUANT8_ASYMM_SIGNED: "signed char"}
+           T.TENSOR_QUANT8_ASYMM: "unsigned char", T.TENSOR_QUANT8_ASYMM_SIGNED: "signed char",
+           T.TENSOR_QUANT8_SYMM_PER_CHANNEL: "signed char", T.TENSOR_QUANT8_SYMM: "signed char"}
 
 _CUDA_PRELUDE = r"""
 typedef unsigned char uchar;

@@ -2,14 +2,14 @@
 numpy reference.
 
 Two techniques, both exact by construction:
-- integer arithmetic in the reference's fixed point (quant_c.py): ADD, SUB, MUL, CONV_2D,
+- integer arithmetic in the reference's fixed point (quant_c.py): ADD, SUB, MUL, PRELU, CONV_2D,
   DEPTHWISE_CONV_2D, GROUPED_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, MAX_POOL_2D; the
   multipliers and shifts come from the reference's own functions at prepare time, baked into
   the source (per tensor) or passed as derived TENSOR_INT32 tables (per channel);
 - lookup tables: an 8-bit input has 256 values, so an op that maps each element on its own
-  (RELU family, LOGISTIC, TANH, HARD_SWISH, DEQUANTIZE, CAST, a CONCATENATION input's
-  requantization) runs the reference on all 256 values at prepare and the kernel reads the
-  table.
+  (RELU family, LOGISTIC, TANH, HARD_SWISH, DEQUANTIZE, CAST, the requantization of a
+  CONCATENATION, MAXIMUM, MINIMUM or SELECT input) runs the reference on all 256 values at
+  prepare and the kernel reads the table.
 QUANTIZE (float -> quant8) divides in float32 like the reference and rounds half away from
 zero exactly in float. Every builder returns None (host) when something it needs is not a
 compile-time constant or not handled. Quant heads produce an `int acc` already clamped to the
@@ -25,8 +25,13 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ops import conv, pooling
-from ..ops.conv_common import (check_padding_below_filter, conv_requant_params, filter_scales, output_hw,
-                               resolve_window)
+from ..ops.conv_common import (
+    check_padding_below_filter,
+    conv_requant_params,
+    filter_scales,
+    output_hw,
+    resolve_window,
+)
 from ..ops.dtypes import dtype_of, quant_range
 from ..ops.quant import VALID_ACTIVATIONS, activation_range_quant, quantize_multiplier
 from ..ops.registry import REGISTRY, OpContext
@@ -194,7 +199,7 @@ def _quantize(ctx: OpContext, shapes: dict) -> Template | None:
         return [f"float q_v = {d.load(ct, names[0], 'i')} / {s};",  # float32 division, as the reference
                 "float q_a = fabs(q_v);",
                 f"{L} q_n;",
-                f"if (q_v != q_v) q_n = 0;",
+                "if (q_v != q_v) q_n = 0;",
                 f"else if (q_a >= 1.0e9f) q_n = q_v > 0.0f ? {hi} : {lo};",
                 # half away from zero, exactly: q_a - floor(q_a) is exact in float
                 "else { float q_t = floor(q_a); q_n = (" + L + ")q_t + (q_a - q_t >= 0.5f ? 1 : 0);"
@@ -266,7 +271,7 @@ def _conv(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
         # conv / grouped as [KH, KW, Cg, Cout]: neighbouring threads read neighbouring weights
         derived[-1] = (b, (w if kind == "depthwise" else np.transpose(w, (1, 2, 3, 0))).astype(np.int32))
         fkey, fct = -1, "int"
-    elif not per_channel:
+    elif f_t in C_TYPES:  # per-channel filters once the renderer has a C type for them
         fkey, fct = f, C_TYPES[f_t]
     else:
         return None
@@ -518,13 +523,42 @@ def _prelu(ctx: OpContext, shapes: dict) -> Template | None:
         lines = [f"{L} q_x = {_load_int(d, ct, names[0], index_expr(shapes[x], out_shape))} - {z};",
                  f"{L} q_r;",
                  "if (q_x >= 0) {"]
-        lines += ["  " + s for s in mbqm("q_r", "q_x", m_pos, sh_pos, d)]
+        lines += ["  " + ln for ln in mbqm("q_r", "q_x", m_pos, sh_pos, d)]
         lines += ["} else {",
                   f"  {L} q_p = q_x * ({_load_int(d, ct, names[1], index_expr(shapes[a], out_shape))} - {za});"]
-        lines += ["  " + s for s in mbqm("q_r", "q_p", m_neg, sh_neg, d)]
+        lines += ["  " + ln for ln in mbqm("q_r", "q_p", m_neg, sh_neg, d)]
         return lines + ["}", f"q_r += {zo};", f"int acc = (int){clamp('q_r', lo, hi)};"]
 
     return Template("quant_prelu", [x, a], body)
+
+
+# ---- comparisons: real values formed in float32 as the reference, then compared -------------
+
+_COMPARE = {Op.EQUAL: "==", Op.NOT_EQUAL: "!=", Op.GREATER: ">", Op.GREATER_EQUAL: ">=", Op.LESS: "<",
+            Op.LESS_EQUAL: "<="}
+
+
+def _compare(ctx: OpContext, shapes: dict, op: Op) -> Template | None:
+    """scale * (q - zeroPoint) is one float32 multiply of exact operands: rounded the same on
+    every IEEE device, and no contraction can form without an add."""
+    if not _q8(ctx, [0, 1], out=False) or ctx.out_operand(0).type != T.TENSOR_BOOL8:
+        return None
+    a, b = ctx.operation.inputs[:2]
+    y = ctx.operation.outputs[0]
+    if not nonempty(shapes, [a, b, y]):
+        return None
+    out_shape = tuple(shapes[y])
+    if tuple(np.broadcast_shapes(shapes[a], shapes[b])) != out_shape:
+        return None
+    ct = C_TYPES[ctx.in_operand(0).type]
+    real = [(float_literal(_f32(ctx.in_operand(k).scale)), ctx.in_operand(k).zeroPoint) for k in (0, 1)]
+
+    def body(names: list[str], d: Dialect) -> list[str]:
+        v = [f"({s} * (float)((int){d.load(ct, names[k], index_expr(shapes[(a, b)[k]], out_shape))} - ({z})))"
+             for k, (s, z) in enumerate(real)]
+        return [f"float q_a = {v[0]};", f"float q_b = {v[1]};", f"int acc = q_a {_COMPARE[op]} q_b;"]
+
+    return Template("quant_compare", [a, b], body)
 
 _load_siblings()
 for _op in (Op.ADD, Op.SUB, Op.MUL):
@@ -541,3 +575,5 @@ _register(Op.CONCATENATION, _concatenation)
 for _op in (Op.MAXIMUM, Op.MINIMUM, Op.SELECT):
     _register(_op, lambda ctx, shapes, _op=_op: _combine(ctx, shapes, _op))
 _register(Op.PRELU, _prelu)
+for _op in _COMPARE:
+    _register(_op, lambda ctx, shapes, _op=_op: _compare(ctx, shapes, _op))

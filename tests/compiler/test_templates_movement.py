@@ -77,22 +77,14 @@ def test_run_time_parameters_stay_on_the_host():
     check_on_device(Op.GATHER, [x_in((2, 3), F32), i32(0), idx], F32, 2, device=False)
 
 
-# ---- quant8 copies: on the device once the renderer has a C type for 8-bit tensors ----------
-
-@pytest.fixture
-def quant_c_types(monkeypatch):
-    from nngpu.compiler import render
-
-    monkeypatch.setitem(render.C_TYPES, Q8, "unsigned char")
-    monkeypatch.setitem(render.C_TYPES, S8, "signed char")
-
+# ---- quant8 copies -------------------------------------------------------------------------
 
 def q_in(shape, t):
     return tensor(t, data(shape, t), scale=0.5, zero_point=3 if t == Q8 else -7)
 
 
 @pytest.mark.parametrize("t", [Q8, S8])
-def test_quant8_copies(quant_c_types, t):
+def test_quant8_copies(t):
     q = dict(scale=0.5, zero_point=3 if t == Q8 else -7)
     check_on_device(Op.TRANSPOSE, [q_in((2, 3, 4), t), vec([2, 0, 1])], t, 3, kind="copy", **q)
     check_on_device(Op.STRIDED_SLICE, [q_in((4, 6), t), vec([3, 0]), vec([0, 6]), vec([-1, 2]), i32(0), i32(0),
@@ -107,9 +99,9 @@ def test_quant8_copies(quant_c_types, t):
                     kind="resize_nearest", **q)
 
 
-def test_quant8_with_another_scale_stays_on_the_host(quant_c_types):
+def test_quant8_with_another_scale_is_requantized_on_the_device():
     ins = [q_in((2, 3), Q8), q_in((2, 1), Q8), i32(1)]
-    check_on_device(Op.CONCATENATION, ins, Q8, 2, device=False, scale=0.25, zero_point=3)
+    check_on_device(Op.CONCATENATION, ins, Q8, 2, device=True, kind="quant_concatenation", scale=0.25, zero_point=3)
 
 
 def test_quant8_copies_run_on_the_device():

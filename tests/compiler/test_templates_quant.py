@@ -152,10 +152,10 @@ def test_conv_with_run_time_filter(t):
     check_on_device(Op.CONV_2D, ins, t, 4, kind="quant_conv", scale=0.7, zero_point=ZP[t])
 
 
-def test_per_channel_filter_given_at_run_time_stays_on_the_host():
+def test_per_channel_filter_given_at_run_time():
     f, _ = filt((3, 3, 3, 4), S8, per_channel=True, const=False)
     ins = [image(1, 4, 5, 5, False, S8), f, bias(3, 0.0, const=False), i32(1), i32(1), i32(1), i32(0)]
-    check_on_device(Op.CONV_2D, ins, S8, 4, device=False, scale=0.7, zero_point=0)
+    check_on_device(Op.CONV_2D, ins, S8, 4, kind="quant_conv", scale=0.7, zero_point=0)
 
 
 @pytest.mark.parametrize("t", [Q8, S8])
@@ -240,3 +240,12 @@ def test_prelu_every_pair(scales):
     x = q((256, 1), Q8, s, value=every_value(Q8, (256, 1)))
     alpha = q((1, 256), Q8, sa, zp=50, value=every_value(Q8, (1, 256)))
     check_on_device(Op.PRELU, [x, alpha], Q8, 2, kind="quant_prelu", scale=so, zero_point=120)
+
+
+@pytest.mark.parametrize("t", [Q8, S8])
+@pytest.mark.parametrize("op", [Op.EQUAL, Op.NOT_EQUAL, Op.GREATER, Op.GREATER_EQUAL, Op.LESS, Op.LESS_EQUAL])
+def test_comparisons_every_pair(t, op):
+    a = q((256, 1), t, 0.5, value=every_value(t, (256, 1)))
+    b = q((1, 256), t, 0.25, zp=ZP[t] + 7, value=every_value(t, (1, 256)))   # many equal real values
+    check_on_device(op, [a, b], T.TENSOR_BOOL8, 2, kind="quant_compare")
+
