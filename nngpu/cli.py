@@ -59,7 +59,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_kernels(args) -> int:
-    from .compiler.dump import dump_kernels
+    from .kernel_dump import dump_kernels
 
     return dump_kernels(args.model, args.out, args.dialect, not args.no_fusion)
 

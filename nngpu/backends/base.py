@@ -8,12 +8,32 @@ from __future__ import annotations
 import hashlib
 import os
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..hal.types import DeviceType
+
+
+@dataclass
+class DeviceValue:
+    """A tensor value resident in device memory: an IBuffer's storage on a GPU backend."""
+
+    buf: object
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    backend: object
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def to_host(self) -> np.ndarray:
+        host = np.empty(self.shape, dtype=self.dtype)
+        self.backend.download(self.buf, host)
+        return host
 
 
 def cache_dir() -> Path:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..driver.executor import GraphRunner
+from .interpreter import GraphRunner
 from ..hal.types import DataLocation, Operand, OperandLifeTime, OperandType, OperationType, Subgraph
 from ..modelutil import fully_specified
 from ..ops.dtypes import dtype_of, is_tensor

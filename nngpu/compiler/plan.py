@@ -9,8 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..driver.buffer import DeviceValue
-from ..driver.executor import GraphRunner
+from ..backends.base import DeviceValue
+from .interpreter import GraphRunner
 from ..ops.dtypes import dtype_of
 from .lower import HostStep, KernelStep, LibraryStep, PlanSpec
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..hal.interfaces import IBuffer
 from ..hal.types import ErrorStatus, Operand
+from ..backends.base import DeviceValue
 from ..memory import Memory, MemoryError_
 from ..modelutil import fully_specified, merge_dims, nbytes_of
 from ..ops.dtypes import dtype_of, is_tensor
@@ -30,25 +31,6 @@ class Role:
     runner: object   # the prepared model's GraphRunner (identity)
     io: str          # "input" | "output"
     index: int
-
-
-@dataclass
-class DeviceValue:
-    """A tensor value resident in device memory: an IBuffer's storage on a GPU backend."""
-
-    buf: object
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    backend: object
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-    def to_host(self) -> np.ndarray:
-        host = np.empty(self.shape, dtype=self.dtype)
-        self.backend.download(self.buf, host)
-        return host
 
 
 class DeviceBuffer(IBuffer):

@@ -30,7 +30,7 @@ from ..validation import ValidationError, validate_execution_preference, validat
 from .allocate import AllocateError, plan_buffer
 from .buffer import BufferTable, DeviceBuffer
 from .capabilities import capabilities
-from .executor import GraphRunner
+from ..compiler.interpreter import GraphRunner
 from .prepared_model import PreparedModel
 
 log = logging.getLogger("nngpu.device")

@@ -25,8 +25,9 @@ from ..memory import MemoryError_
 from ..modelutil import fully_specified, merge_dims, nbytes_of
 from ..ops.dtypes import dtype_of, is_tensor
 from ..validation import ValidationError, validate_request
-from .buffer import BufferUsageError, DeviceValue
-from .executor import ExecutionError, GraphRunner
+from ..backends.base import DeviceValue
+from .buffer import BufferUsageError
+from ..compiler.interpreter import ExecutionError, GraphRunner
 
 log = logging.getLogger("nngpu.execution")
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from ..hal.interfaces import IExecutionCallback, IPreparedModel
 from ..hal.types import ErrorStatus, MeasureTiming, OptionalTimePoint, OptionalTimeoutDuration, Request, Timing
 from .execution import Result, begin, run
-from .executor import GraphRunner
+from ..compiler.interpreter import GraphRunner
 
 log = logging.getLogger("nngpu.prepared_model")
 

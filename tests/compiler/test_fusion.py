@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nngpu.compiler.lower import KernelStep, lower
-from nngpu.driver.executor import GraphRunner
+from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import DataLocation, Model, Operand, OperandLifeTime, OperandType as T, Operation, OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.testing import run_model

@@ -8,7 +8,7 @@ import pytest
 from nngpu.backends import device_backends
 from nngpu.compiler.lower import LibraryStep, lower
 from nngpu.driver.device import Device
-from nngpu.driver.executor import GraphRunner
+from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import OperandType as T, OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.testing import output, run_model, scalar, single_op_model, tensor

@@ -13,7 +13,7 @@ import pytest
 from nngpu.compiler.lower import lower
 from nngpu.compiler.render import CUDA
 from nngpu.cts.loader import build_model, load_cases
-from nngpu.driver.executor import GraphRunner
+from nngpu.compiler.interpreter import GraphRunner
 from nngpu.modelutil import as_model_1_3
 
 cupy = pytest.importorskip("cupy", reason="CuPy + NVRTC (extra 'cuda') are not installed")

@@ -15,7 +15,7 @@ from nngpu.backends import device_backends
 from nngpu.compiler.lower import lower
 from nngpu.compiler.templates_movement import axis_digits, separable_index
 from nngpu.driver.device import Device
-from nngpu.driver.executor import GraphRunner
+from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import OperandType as T
 from nngpu.modelutil import as_model_1_3
 from nngpu.testing import Value, output, run_op, scalar, single_op_model, tensor

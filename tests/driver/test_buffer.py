@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.driver.buffer import DeviceValue
+from nngpu.backends.base import DeviceValue
 from nngpu.driver.callbacks import PreparedModelCallback
 from nngpu.driver.device import Device
 from nngpu.hal import (

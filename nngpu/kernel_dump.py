@@ -3,17 +3,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..driver.executor import GraphRunner
-from ..modelutil import as_model_1_3
-from .lower import HostStep, KernelStep, LibraryStep, lower
+from .compiler.interpreter import GraphRunner
+from .modelutil import as_model_1_3
+from .compiler.lower import HostStep, KernelStep, LibraryStep, lower
 
 
 def _load(path: Path):
     if path.suffix == ".tflite":
-        from ..tflite import load_tflite
+        from .tflite import load_tflite
 
         return load_tflite(str(path)).model
-    from ..cts.loader import build_model, load_file
+    from .cts.loader import build_model, load_file
 
     return build_model(load_file(path)[0])
 

@@ -15,7 +15,7 @@ from ..ops import load_all
 from ..ops.dtypes import dtype_of, is_tensor
 from ..ops.registry import HalVersion, OpContext, OpError, lookup
 
-log = logging.getLogger("nngpu.executor")
+log = logging.getLogger("nngpu.interpreter")
 
 
 class ExecutionError(Exception):
