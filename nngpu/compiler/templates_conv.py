@@ -136,16 +136,26 @@ def _transpose_conv(ctx: OpContext, shapes: dict) -> Template | None:
     return Template("transpose_conv", [x, f, b], body)
 
 
-def _pool(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
-    """Average, max or L2 over the in-image taps of each window (padding excluded)."""
-    if not same_float(ctx, (0,)) or not params_known(ctx, range(1, ctx.num_inputs)):
+def pool_geometry(ctx: OpContext, shapes: dict):
+    """(params, input layout, output layout, window) of a pooling op with constant parameters
+    and 4-D non-empty tensors, else None."""
+    if not params_known(ctx, range(1, ctx.num_inputs)):
         return None
     x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
     if not nonempty(shapes, [x, y]) or len(shapes[x]) != 4:
         return None
     p = pooling._params(ctx)
     src, dst = Layout(p.nchw, shapes[x]), Layout(p.nchw, shapes[y])
-    win = resolve_window(p.pad, src.h, src.w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
+    return p, src, dst, resolve_window(p.pad, src.h, src.w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
+
+
+def _pool(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
+    """Average, max or L2 over the in-image taps of each window (padding excluded)."""
+    geometry = pool_geometry(ctx, shapes) if same_float(ctx, (0,)) else None
+    if geometry is None:
+        return None
+    p, src, dst, win = geometry
+    x = ctx.operation.inputs[0]
     t = ctype(ctx, 0)
     act = _act(p.activation)
     init = "-3.402823466e+38f" if kind == "max" else "0.0f"

@@ -106,6 +106,34 @@ for _op in _SEPARABLE:
     template(_op)(_separable)
 
 
+class ConcatLayout:
+    """Where each CONCATENATION input's elements sit in the output."""
+
+    def __init__(self, shapes: dict, ins: list[int], out_shape: tuple[int, ...], axis: int):
+        self.shapes, self.ins, self.out_shape, self.axis = shapes, ins, out_shape, axis
+        self.ends = np.cumsum([shapes[i][axis] for i in ins]).tolist()
+
+    def index(self, k: int) -> str:
+        """The C index, in input k, of the output element c0..c{rank-1}."""
+        begin = self.ends[k - 1] if k else 0
+        coords = [f"c{j}" if j != self.axis or not begin else f"c{j} - {begin}" for j in range(len(self.out_shape))]
+        return linear(list(zip(coords, strides(self.shapes[self.ins[k]]))))
+
+    def select(self, loads: list[str]) -> list[str]:
+        """C lines running loads[k] for the elements that come from input k."""
+        n = len(loads)
+        if n == 1:
+            return loads
+        lines = [f"{'if' if k == 0 else 'else if'} (c{self.axis} < {self.ends[k]}) {loads[k]}" for k in range(n - 1)]
+        return lines + [f"else {loads[-1]}"]
+
+
+def concat_layout(ctx: OpContext, shapes: dict, ins: list[int], y: int, n: int) -> ConcatLayout | None:
+    """The layout of a CONCATENATION (axis input n), or None when the shapes disagree."""
+    layout = ConcatLayout(shapes, ins, shapes[y], norm_axis(int(ctx.scalar(n)), len(shapes[y])))
+    return layout if layout.ends[-1] == shapes[y][layout.axis] else None
+
+
 @template(Op.CONCATENATION)
 def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
     n = ctx.num_inputs - 1
@@ -113,27 +141,13 @@ def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
     y = ctx.operation.outputs[0]
     if not same_copy_type(ctx, range(n)) or not params_known(ctx, [n]) or not nonempty(shapes, [*ins, y]):
         return None
-    out_shape = shapes[y]
-    axis = norm_axis(int(ctx.scalar(n)), len(out_shape))
-    ends = np.cumsum([shapes[i][axis] for i in ins]).tolist()
-    if ends[-1] != out_shape[axis]:
+    layout = concat_layout(ctx, shapes, ins, y, n)
+    if layout is None:
         return None
     t = ctype(ctx, 0)
 
-    def index(k: int) -> str:
-        begin = ends[k - 1] if k else 0
-        coords = [f"c{j}" if j != axis or not begin else f"c{j} - {begin}" for j in range(len(out_shape))]
-        return linear(list(zip(coords, strides(shapes[ins[k]]))))
-
     def body(names: list[str], d: Dialect) -> list[str]:
-        lines = ["float acc;"]
-        for k in range(n):
-            load = f"acc = {d.load(t, names[k], index(k))};"
-            if k == n - 1:
-                lines.append(load if n == 1 else f"else {load}")
-            else:
-                lines.append(f"{'if' if k == 0 else 'else if'} (c{axis} < {ends[k]}) {load}")
-        return lines
+        return ["float acc;", *layout.select([f"acc = {d.load(t, names[k], layout.index(k))};" for k in range(n)])]
 
     return Template("concatenation", ins, body)
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ..ops import conv, pooling
+from ..ops import conv
 from ..ops.conv_common import (
     check_padding_below_filter,
     conv_requant_params,
@@ -356,16 +356,13 @@ def _fully_connected(ctx: OpContext, shapes: dict) -> Template | None:
 # ---- pooling -------------------------------------------------------------------------------
 
 def _pool(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
-    from .templates_conv import Layout
+    from .templates_conv import pool_geometry
 
-    if not _q8(ctx, [0]) or not params_known(ctx, range(1, ctx.num_inputs)):
+    geometry = pool_geometry(ctx, shapes) if _q8(ctx, [0]) else None
+    if geometry is None:
         return None
-    x, y = ctx.operation.inputs[0], ctx.operation.outputs[0]
-    if not nonempty(shapes, [x, y]) or len(shapes[x]) != 4:
-        return None
-    p = pooling._params(ctx)
-    src, dst = Layout(p.nchw, shapes[x]), Layout(p.nchw, shapes[y])
-    win = resolve_window(p.pad, src.h, src.w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
+    p, src, dst, win = geometry
+    x = ctx.operation.inputs[0]
     check_padding_below_filter(win, p.filter_h, p.filter_w)
     if output_hw(win, src.h, src.w, p.filter_h, p.filter_w) != (dst.h, dst.w) or (dst.n, dst.c) != (src.n, src.c):
         return None
@@ -396,8 +393,7 @@ def _pool(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
 
 def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
     from ..ops import movement
-    from ..ops._movement_util import norm_axis
-    from .templates_util import linear, strides
+    from .templates_movement import concat_layout
 
     n = ctx.num_inputs - 1
     ins = list(ctx.operation.inputs[:n])
@@ -405,10 +401,8 @@ def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
     if n < 1 or not _q8(ctx, range(n)) or not params_known(ctx, [n]) or not nonempty(shapes, [*ins, y]):
         return None
     out = ctx.out_operand(0)
-    out_shape = shapes[y]
-    axis = norm_axis(int(ctx.scalar(n)), len(out_shape))
-    ends = np.cumsum([shapes[i][axis] for i in ins]).tolist()
-    if ends[-1] != out_shape[axis]:
+    layout = concat_layout(ctx, shapes, ins, y, n)
+    if layout is None:
         return None
     signed = out.type == T.TENSOR_QUANT8_ASYMM_SIGNED
     base = _table_input(out.type)
@@ -423,23 +417,14 @@ def _concatenation(ctx: OpContext, shapes: dict) -> Template | None:
     qmin = quant_range(out.type)[0]
     inputs = ins + list(tables.values())
 
-    def index(k: int) -> str:
-        begin = ends[k - 1] if k else 0
-        coords = [f"c{j}" if j != axis or not begin else f"c{j} - {begin}" for j in range(len(out_shape))]
-        return linear(list(zip(coords, strides(shapes[ins[k]]))))
-
     def body(names: list[str], d: Dialect) -> list[str]:
-        lines = ["int acc;"]
+        loads = []
         for k in range(n):
-            v = d.load(ct, names[k], index(k))
+            v = d.load(ct, names[k], layout.index(k))
             if k in tables:
                 v = d.load(ct, names[n + list(tables).index(k)], f"(int){v} - ({qmin})")
-            load = f"acc = {v};"
-            if k == n - 1:
-                lines.append(load if n == 1 else f"else {load}")
-            else:
-                lines.append(f"{'if' if k == 0 else 'else if'} (c{axis} < {ends[k]}) {load}")
-        return lines
+            loads.append(f"acc = {v};")
+        return ["int acc;", *layout.select(loads)]
 
     return Template("quant_concatenation", inputs, body, derived)
 
