@@ -50,6 +50,15 @@ class Variadic(Signature):
         return outs == self.outputs
 
 
+def pad_constant(x: np.ndarray, pads: Sequence[tuple[int, int]], value=0) -> np.ndarray:
+    """np.pad with a constant, as one filled buffer and one slice copy (several times faster
+    than np.pad on the small tensors of a model)."""
+    pads = [(int(a), int(b)) for a, b in pads]
+    out = np.full(tuple(d + a + b for d, (a, b) in zip(x.shape, pads)), value, dtype=x.dtype)
+    out[tuple(slice(a, a + d) for d, (a, _) in zip(x.shape, pads))] = x
+    return out
+
+
 def check_rank(x: np.ndarray, lo: int = 0, hi: int = 4, what: str = "input") -> None:
     if not lo <= x.ndim <= hi:
         raise OpError(f"{what} rank {x.ndim} outside [{lo}, {hi}]")

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
+from ._movement_util import pad_constant
 from .quant import (
     VALID_ACTIVATIONS,
     activation_range_float,
@@ -225,8 +226,7 @@ def pad_nhwc(x: np.ndarray, win: Window, fill=0) -> np.ndarray:
     """x [N,H,W,C] with the window's padding added (no copy when there is none)."""
     if not (win.pad_top or win.pad_bottom or win.pad_left or win.pad_right):
         return x
-    return np.pad(x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)),
-                  constant_values=fill)
+    return pad_constant(x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)), fill)
 
 
 def tap(xp: np.ndarray, win: Window, i: int, j: int, oh: int, ow: int) -> np.ndarray:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import (CORE4, CORE4_I32, QUANT8, V, Variadic, check_rank, int_vector,
+from ._movement_util import (CORE4, CORE4_I32, QUANT8, V, Variadic, check_rank, int_vector, pad_constant,
                              nonzero_quant8_offset_needs_v1_2, norm_axis, rules, typed, zero_value)
 from .quant import round_half_away
 from .registry import OpContext, OpError, OpSpec, register, sig
@@ -86,7 +86,7 @@ def _pad(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.input(0)
     check_rank(x)
     value = zero_value(ctx) if ctx.num_inputs < 3 else _pad_value(ctx, x.dtype)
-    return [np.pad(x, _paddings(ctx, 1, x.ndim), mode="constant", constant_values=value)]
+    return [pad_constant(x, _paddings(ctx, 1, x.ndim), value)]
 
 
 def _pad_value(ctx: OpContext, dtype: np.dtype):

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import (CORE4, V, check_rank, from_nhwc, int_vector, nchw_flag,
+from ._movement_util import (CORE4, V, check_rank, from_nhwc, int_vector, nchw_flag, pad_constant,
                              nonzero_quant8_offset_needs_v1_2, rules, to_nhwc, typed, zero_value)
 from .registry import OpContext, OpError, OpSpec, register, sig
 
@@ -44,8 +44,7 @@ def _space_to_batch(ctx: OpContext) -> list[np.ndarray]:
     if pads.shape != (2, 2) or np.any(pads < 0):
         raise OpError(f"paddings {pads.tolist()} must be a [2, 2] tensor of non-negative values")
     # The pad value is the logical zero: the zeroPoint for quantized tensors.
-    x = np.pad(x, [(0, 0), tuple(int(p) for p in pads[0]), tuple(int(p) for p in pads[1]), (0, 0)],
-               constant_values=zero_value(ctx))
+    x = pad_constant(x, [(0, 0), tuple(pads[0]), tuple(pads[1]), (0, 0)], zero_value(ctx))
     n, h, w, c = x.shape
     if h % bh or w % bw:
         raise OpError(f"padded spatial shape {h}x{w} not divisible by block {bh}x{bw}")
