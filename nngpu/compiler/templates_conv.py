@@ -47,13 +47,23 @@ class Layout:
         return f"((c0 * {self.h} + {row}) * (long){self.w} + {col}) * {self.c} + {ch}"
 
 
-def _conv_kind(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
+def _float_conv_operands(ctx: OpContext, shapes: dict) -> tuple[int, int, int] | None:
+    """(input, filter, bias) of a float convolution with constant parameters and non-empty
+    4-D input and filter, else None."""
     if not same_float(ctx, (0, 1, 2)) or not params_known(ctx, range(3, ctx.num_inputs)):
         return None
-    op = ctx.operation
-    x, f, b = op.inputs[:3]
-    if not nonempty(shapes, [x, f, b, op.outputs[0]]) or len(shapes[x]) != 4 or len(shapes[f]) != 4:
+    x, f, b = ctx.operation.inputs[:3]
+    if not nonempty(shapes, [x, f, b, ctx.operation.outputs[0]]) or len(shapes[x]) != 4 or len(shapes[f]) != 4:
         return None
+    return x, f, b
+
+
+def _conv_kind(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
+    operands = _float_conv_operands(ctx, shapes)
+    if operands is None:
+        return None
+    op = ctx.operation
+    x, f, b = operands
     p = {"conv": conv._conv_params, "depthwise": conv._depthwise_params, "grouped": conv._grouped_params}[kind](ctx)
     src, dst = Layout(p.nchw, shapes[x]), Layout(p.nchw, shapes[op.outputs[0]])
     if kind == "depthwise":
@@ -93,12 +103,11 @@ def _conv_kind(ctx: OpContext, shapes: dict, kind: str) -> Template | None:
 @template(Op.TRANSPOSE_CONV_2D)
 def _transpose_conv(ctx: OpContext, shapes: dict) -> Template | None:
     """Output-stationary: output row oy gathers input rows iy with iy * stride + ky == oy + top."""
-    if not same_float(ctx, (0, 1, 2)) or not params_known(ctx, range(3, ctx.num_inputs)):
+    operands = _float_conv_operands(ctx, shapes)
+    if operands is None:
         return None
     op = ctx.operation
-    x, f, b = op.inputs[:3]
-    if not nonempty(shapes, [x, f, b, op.outputs[0]]) or len(shapes[x]) != 4 or len(shapes[f]) != 4:
-        return None
+    x, f, b = operands
     p = conv._transpose_params(ctx)
     src, dst = Layout(p.nchw, shapes[x]), Layout(p.nchw, shapes[op.outputs[0]])
     cout, kh, kw, cin = shapes[f]
