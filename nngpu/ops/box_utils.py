@@ -14,9 +14,18 @@ import numpy as np
 from ..hal.types import OperandType as T
 from .dtypes import quant_range
 from .quant import round_half_away
+from .registry import HalVersion as V
 from .registry import OpContext, OpError
 
 F32 = np.float32
+Q8 = T.TENSOR_QUANT8_ASYMM
+Q8S = T.TENSOR_QUANT8_ASYMM_SIGNED
+Q16A = T.TENSOR_QUANT16_ASYMM
+Q16S = T.TENSOR_QUANT16_SYMM
+I32T = T.TENSOR_INT32
+# (tensor type, its scalar type) of the float variants; (quant8 type, version) of the quantized ones
+FLOATS = ((T.TENSOR_FLOAT32, T.FLOAT32), (T.TENSOR_FLOAT16, T.FLOAT16))
+QUANTS = ((Q8, V.V1_2), (Q8S, V.V1_3))
 QUANT_BOX_SCALE = 0.125  # the fixed scale of TENSOR_QUANT16_ASYMM boxes
 
 

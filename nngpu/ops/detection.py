@@ -12,17 +12,9 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from . import box_utils as bu
-from .box_utils import F32, require
+from .box_utils import F32, FLOATS, I32T, Q8, Q8S, Q16A, Q16S, QUANTS, require
 from .registry import HalVersion as V
 from .registry import OpContext, OpSpec, register, sig
-
-Q8 = T.TENSOR_QUANT8_ASYMM
-Q8S = T.TENSOR_QUANT8_ASYMM_SIGNED
-Q16A = T.TENSOR_QUANT16_ASYMM
-Q16S = T.TENSOR_QUANT16_SYMM
-I32T = T.TENSOR_INT32
-FLOATS = ((T.TENSOR_FLOAT32, T.FLOAT32), (T.TENSOR_FLOAT16, T.FLOAT16))
-QUANTS = ((Q8, V.V1_2), (Q8S, V.V1_3))
 
 
 # ================================================================ AXIS_ALIGNED_BBOX_TRANSFORM

@@ -14,18 +14,11 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from . import box_utils as bu
-from .box_utils import F32, require
+from .box_utils import F32, FLOATS, I32T, Q8, Q8S, Q16A, QUANTS, require
 from .dtypes import quant_range
 from .quant import multiply_by_quantized_multiplier, quantize_multiplier_smaller_than_one, round_half_away
 from .registry import HalVersion as V
 from .registry import OpContext, OpSpec, register, sig
-
-Q8 = T.TENSOR_QUANT8_ASYMM
-Q8S = T.TENSOR_QUANT8_ASYMM_SIGNED
-Q16A = T.TENSOR_QUANT16_ASYMM
-I32T = T.TENSOR_INT32
-FLOATS = ((T.TENSOR_FLOAT32, T.FLOAT32), (T.TENSOR_FLOAT16, T.FLOAT16))
-QUANTS = ((Q8, V.V1_2), (Q8S, V.V1_3))
 
 
 # ================================================================ shared ROI plumbing
