@@ -25,10 +25,12 @@ def resolve(name: str) -> str:
     return name
 
 
-def create(name: str) -> Backend | None:
-    """The backend object for a resolved name (None for numpy, which needs no device)."""
+def create(name: str) -> Backend:
+    """The backend object for a resolved name."""
     if name == "numpy":
-        return None
+        from .numpy import NumpyBackend
+
+        return NumpyBackend()
     if name == "opencl":
         from .opencl import OpenCLBackend
 

@@ -1,4 +1,5 @@
-"""The backend protocol: device buffers, copies, kernel compilation (disk-cached) and launch.
+"""The backend interface, in three parts: allocation and copies, compilation (one disk cache for
+every backend), and launch.
 
 A backend knows nothing about models: the compiler hands it C source and launch sizes. Buffers
 are opaque handles; `upload` / `download` move bytes between them and host numpy arrays (views
@@ -6,7 +7,9 @@ of shared-memory pools, so a pool is copied once, with no staging copy in betwee
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,15 +19,17 @@ import numpy as np
 
 from ..hal.types import DeviceType
 
+log = logging.getLogger("nngpu.backends")
+
 
 @dataclass
 class DeviceValue:
-    """A tensor value resident in device memory: an IBuffer's storage on a GPU backend."""
+    """A tensor value resident in a backend buffer: an IBuffer's storage."""
 
     buf: object
     shape: tuple[int, ...]
     dtype: np.dtype
-    backend: object
+    backend: "Backend"
 
     @property
     def nbytes(self) -> int:
@@ -62,10 +67,15 @@ def cache_key(*parts: str) -> str:
 
 class Backend(ABC):
     name: str
-    dialect: str            # "opencl" | "cuda": which C the renderer writes for it
+    dialect: str | None     # "opencl" | "cuda": which C the renderer writes for it; None: no kernels
     device_type: DeviceType
     description: str
 
+    def __init__(self) -> None:
+        self._programs: dict[str, Any] = {}
+        self._compile_lock = threading.Lock()
+
+    # ---- allocation and copies ------------------------------------------------------------------
     @abstractmethod
     def alloc(self, nbytes: int) -> Any: ...
 
@@ -82,20 +92,54 @@ class Backend(ABC):
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         """Device-to-device copy of the first `nbytes` bytes."""
 
-    @abstractmethod
-    def compile(self, source: str, name: str, options: tuple[str, ...] = ()) -> Any: ...
+    # ---- compilation ----------------------------------------------------------------------------
+    def compile(self, source: str, name: str) -> Any:
+        """The launchable kernel `name` of `source`: from memory, else from the disk cache (keyed
+        by source, device and options), else built and written there."""
+        key = cache_key(self.name, self.cache_identity(), source)
+        with self._compile_lock:
+            program = self._programs.get(key)
+            if program is None:
+                path = cache_dir() / f"{key}.bin"
+                program = self._load_cached(path, name)
+                if program is None:
+                    binary, program = self.build(source, name)
+                    try:
+                        path.write_bytes(binary)
+                    except OSError:
+                        log.warning("cannot write kernel cache %s", path)
+                self._programs[key] = program
+            return program
 
-    @abstractmethod
-    def launch(self, kernel: Any, global_size: int, args: list[Any], local_size: int | None = None) -> None: ...
+    def _load_cached(self, path: Path, name: str) -> Any:
+        if not path.exists():
+            return None
+        try:
+            return self.load(path.read_bytes(), name)
+        except Exception:  # a stale or foreign binary: rebuild from source
+            log.info("kernel cache entry %s is unusable; rebuilding", path.name)
+            return None
 
-    @abstractmethod
-    def synchronize(self) -> None: ...
+    def cache_identity(self) -> str:
+        """What besides the source decides the binary: device, driver, compiler options."""
+        return ""
 
-    @abstractmethod
+    def build(self, source: str, name: str) -> tuple[bytes, Any]:
+        """Compile `source`: (the binary to cache, the launchable kernel)."""
+        raise NotImplementedError(f"the {self.name} backend compiles no kernels")
+
+    def load(self, binary: bytes, name: str) -> Any:
+        """The launchable kernel `name` from a cached binary."""
+        raise NotImplementedError(f"the {self.name} backend compiles no kernels")
+
+    # ---- launch -------------------------------------------------------------------------------
+    def launch(self, kernel: Any, global_size: int, args: list[Any]) -> None:
+        raise NotImplementedError(f"the {self.name} backend launches no kernels")
+
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int) -> None:
         """C[m, n] = A[m, k] @ B[k, n]: row-major float32 buffers (a library call where the
         platform has one)."""
+        raise NotImplementedError(f"the {self.name} backend has no GEMM")
 
-    def scalar_arg(self, value: int | float, kind: str) -> Any:
-        """A kernel scalar argument: kind "i32" or "f32"."""
-        return np.int32(value) if kind == "i32" else np.float32(value)
+    def synchronize(self) -> None:
+        """Wait for everything enqueued."""

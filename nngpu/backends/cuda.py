@@ -2,13 +2,10 @@
 and cached on disk; CuPy loads and launches them."""
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import numpy as np
 
 from ..hal.types import DeviceType
-from .base import Backend, cache_dir, cache_key
+from .base import Backend
 
 BLOCK = 256
 
@@ -47,14 +44,14 @@ class CudaBackend(Backend):
     def __init__(self) -> None:
         import cupy
 
+        super().__init__()
         self.cp = cupy
         dev = cupy.cuda.Device()
         self.arch = f"sm_{dev.compute_capability}"
         props = cupy.cuda.runtime.getDeviceProperties(dev.id)
         self.description = f"{props['name'].decode()} ({self.arch})"
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._kernels: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._modules: list = []
 
     def alloc(self, nbytes: int):
         return self.cp.empty(max(int(nbytes), 4), dtype=self.cp.uint8)
@@ -77,16 +74,20 @@ class CudaBackend(Backend):
             with self.stream:
                 dst[:nbytes] = src[:nbytes]
 
-    def compile(self, source: str, name: str, options: tuple[str, ...] = ()):
-        key = cache_key("cuda", self.arch, " ".join(options), source)
-        with self._lock:
-            if key not in self._kernels:
-                path = cache_dir() / f"{key}.cubin"
-                if not path.exists():
-                    path.write_bytes(compile_cubin(source, name, self.arch, options))
-                module = self.cp.RawModule(path=str(path))
-                self._kernels[key] = module.get_function(name)
-            return self._kernels[key]
+    def cache_identity(self) -> str:
+        return self.arch
+
+    def build(self, source: str, name: str):
+        cubin = compile_cubin(source, name, self.arch)
+        return cubin, self.load(cubin, name)
+
+    def load(self, binary: bytes, name: str):
+        from cupy.cuda.function import Module
+
+        module = Module()
+        module.load(binary)
+        self._modules.append(module)  # a function must not outlive its module
+        return module.get_function(name)
 
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
         """cuBLAS through CuPy, on float32 views of the raw buffers."""
@@ -95,13 +96,12 @@ class CudaBackend(Backend):
         with self.stream:
             cp.matmul(view(a, m, k), view(b, k, n), out=view(c, m, n))
 
-    def launch(self, kernel, global_size: int, args: list, local_size: int | None = None) -> None:
+    def launch(self, kernel, global_size: int, args: list) -> None:
         if global_size <= 0:
             return
-        block = local_size or BLOCK
-        grid = (int(global_size) + block - 1) // block
+        grid = (int(global_size) + BLOCK - 1) // BLOCK
         with self.stream:
-            kernel((grid,), (block,), tuple(args))
+            kernel((grid,), (BLOCK,), tuple(args))
 
     def synchronize(self) -> None:
         self.stream.synchronize()

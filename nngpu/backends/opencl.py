@@ -1,18 +1,12 @@
 """OpenCL backend (pyopencl): the first GPU platform device, else a CPU device (e.g. PoCL)."""
 from __future__ import annotations
 
-import logging
-import threading
-from typing import Any
-
 import numpy as np
 
 from ..hal.types import DeviceType
-from .base import Backend, cache_dir, cache_key, kernel_template
+from .base import Backend, kernel_template
 
 GEMM_ROWS = 8  # rows of C per work-item, as in kernels/gemm.cl
-
-log = logging.getLogger("nngpu.backends.opencl")
 
 
 def _pick_device(cl):
@@ -37,18 +31,21 @@ def available() -> tuple[bool, bool]:
 class OpenCLBackend(Backend):
     name = "opencl"
     dialect = "opencl"
+    # Correctly rounded float division and sqrt: QUANTIZE and the float reference need it, and
+    # OpenCL otherwise allows 2.5 ulp.
+    OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
 
     def __init__(self) -> None:
         import pyopencl as cl
 
+        super().__init__()
         self.cl = cl
         self.device = _pick_device(cl)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context)
         self.device_type = DeviceType.GPU if self.device.type & cl.device_type.GPU else DeviceType.CPU
         self.description = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
-        self._kernels: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._gemm = None
 
     def alloc(self, nbytes: int):
         return self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, size=max(int(nbytes), 4))
@@ -68,41 +65,27 @@ class OpenCLBackend(Backend):
         if nbytes:
             self.cl.enqueue_copy(self.queue, dst, src, byte_count=int(nbytes))
 
-    def compile(self, source: str, name: str, options: tuple[str, ...] = ()):
-        # Correctly rounded float division and sqrt: QUANTIZE and the float reference need it,
-        # and OpenCL otherwise allows 2.5 ulp.
-        options = ("-cl-fp32-correctly-rounded-divide-sqrt", *options)
-        key = cache_key("opencl", self.device.name, self.device.platform.version, self.device.driver_version,
-                        " ".join(options), source)
-        with self._lock:
-            if key in self._kernels:
-                return self._kernels[key]
-            path = cache_dir() / f"{key}.clbin"
-            program = None
-            if path.exists():
-                try:
-                    program = self.cl.Program(self.context, [self.device], [path.read_bytes()]).build(list(options))
-                except Exception:  # a stale or foreign binary: rebuild from source
-                    program = None
-            if program is None:
-                program = self.cl.Program(self.context, source).build(list(options))
-                try:
-                    path.write_bytes(program.get_info(self.cl.program_info.BINARIES)[0])
-                except OSError:
-                    log.warning("cannot write kernel cache %s", path)
-            kernel = getattr(program, name)
-            self._kernels[key] = kernel
-            return kernel
+    def cache_identity(self) -> str:
+        d = self.device
+        return " ".join((d.name, d.platform.version, d.driver_version, *self.OPTIONS))
+
+    def build(self, source: str, name: str):
+        program = self.cl.Program(self.context, source).build(list(self.OPTIONS))
+        return program.get_info(self.cl.program_info.BINARIES)[0], getattr(program, name)
+
+    def load(self, binary: bytes, name: str):
+        program = self.cl.Program(self.context, [self.device], [binary]).build(list(self.OPTIONS))
+        return getattr(program, name)
 
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
-        kernel = self.compile(kernel_template("gemm.cl"), "nn_gemm")
+        if self._gemm is None:
+            self._gemm = self.compile(kernel_template("gemm.cl"), "nn_gemm")
         size = (n, (m + GEMM_ROWS - 1) // GEMM_ROWS)
-        kernel(self.queue, size, None, a, b, c, np.int32(m), np.int32(n), np.int32(k))
+        self._gemm(self.queue, size, None, a, b, c, np.int32(m), np.int32(n), np.int32(k))
 
-    def launch(self, kernel, global_size: int, args: list, local_size: int | None = None) -> None:
-        if global_size <= 0:
-            return
-        kernel(self.queue, (int(global_size),), None if local_size is None else (int(local_size),), *args)
+    def launch(self, kernel, global_size: int, args: list) -> None:
+        if global_size > 0:
+            kernel(self.queue, (int(global_size),), None, *args)
 
     def synchronize(self) -> None:
         self.queue.finish()

@@ -1,60 +1,61 @@
-"""Fusion: maximal chains of elementwise operations become one kernel; a convolution, fully
-connected or pooling operation heads a group and the elementwise chain after it becomes its
-epilogue. A value stays inside a group only when nothing else needs it (one consumer, not a
-model output), so every fused intermediate disappears from memory."""
+"""Fusion: which operation outputs are never stored, their Compute evaluated inside the
+consumer's kernel instead.
+
+Driven by each OpSpec's pattern. An output folds into its consumer when it has exactly one use
+(not a model output, not a value a later segment is specialised on) and
+- it is ELEMENTWISE or INJECTIVE and its consumer is too: chains of arithmetic and copies
+  become one kernel;
+- it is a REDUCTION (convolution, pooling, ...) and its consumer is ELEMENTWISE: the
+  consumer's arithmetic becomes the reduction's epilogue.
+A reduction reads stored inputs (its loops would recompute a fused producer at every tap), and
+a consumer larger than the value it reads (broadcasting, tiling) would recompute it for every
+copy, so neither fuses."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from ..ir.tensor import Compute, View, size_of
+from ..ops.registry import Pattern
+from .infer import Inference, Known
+from .interpreter import GraphRunner
 
-from ..hal.types import Subgraph
-
-
-@dataclass
-class Group:
-    head: int | None                 # a template op (conv, pool, ...) computing the first value
-    ops: list[int] = field(default_factory=list)   # elementwise ops, in order
-    output: int = -1                 # the operand the kernel stores
-
-    @property
-    def all_ops(self) -> list[int]:
-        return ([self.head] if self.head is not None else []) + self.ops
+_CHAINS = (Pattern.ELEMENTWISE, Pattern.INJECTIVE)
 
 
-def fuse(graph: Subgraph, exprs: dict, heavy: dict, shapes: dict, enabled: bool = True,
-         skip: frozenset[int] | set[int] = frozenset()) -> list[Group | int]:
-    """Steps in execution order: Groups (device kernels) and bare op indexes (host); ops in
-    `skip` (folded at prepare) get none. With `enabled` False every device operation gets a
-    kernel of its own (the baseline)."""
-    consumers = Counter(i for op in graph.operations for i in op.inputs)
-    model_outputs = set(graph.outputIndexes)
-    items: list[Group | int] = []
-    for k, op in enumerate(graph.operations):
-        if k in skip:
+Result = Compute | View
+
+
+def results_of(built, num_outputs: int) -> list[Result]:
+    """A device implementation's return value as one Result per output."""
+    results = list(built) if isinstance(built, (list, tuple)) else [built]
+    if len(results) != num_outputs or not all(isinstance(r, (Compute, View)) for r in results):
+        raise TypeError(f"a device implementation gave {len(results)} results for {num_outputs} outputs")
+    return results
+
+
+def inlined_outputs(runner: GraphRunner, inference: Inference, on_device: set[int], known: Known,
+                    enabled: bool) -> set[int]:
+    """The operands (outputs of operations placed on the device) that stay inside their
+    consumer's kernel."""
+    if not enabled:
+        return set()
+    graph = runner.model.main
+    uses = Counter(i for op in graph.operations for i in op.inputs)
+    consumer = {i: k for k, op in enumerate(graph.operations) for i in op.inputs}
+    keep = set(graph.outputIndexes) | set(inference.stop.values if inference.stop else ())
+    out: set[int] = set()
+    for k in inference.ops:
+        if k not in on_device:
             continue
-        out = op.outputs[0]
-        if k in heavy:
-            items.append(Group(head=k, output=out))
-            continue
-        if k not in exprs:
-            items.append(k)
-            continue
-        last = items[-1] if items else None
-        if enabled and isinstance(last, Group) and _extends(last, op, consumers, model_outputs, shapes):
-            last.ops.append(k)
-            last.output = out
-        else:
-            items.append(Group(head=None, ops=[k], output=out))
-    return items
-
-
-def _extends(group: Group, op, consumers: Counter, model_outputs: set, shapes: dict) -> bool:
-    """Whether `op` can consume the group's current output inside the same kernel."""
-    t = group.output
-    if t not in op.inputs or consumers[t] != 1 or t in model_outputs:
-        return False
-    if op.inputs.count(t) != 1:
-        return False
-    # The kernel iterates over the final output: an op that broadcast the group's value up to
-    # a larger shape would recompute the whole chain (and its head) for every copy.
-    return shapes.get(op.outputs[0]) == shapes.get(t)
+        producer = graph.operations[k]
+        pattern = inference.nodes[k].spec.pattern
+        for t in producer.outputs:
+            c = consumer.get(t)
+            if uses[t] != 1 or t in keep or c not in on_device:
+                continue
+            consumer_pattern = inference.nodes[c].spec.pattern
+            fits = consumer_pattern in _CHAINS if pattern in _CHAINS else (
+                pattern == Pattern.REDUCTION and consumer_pattern == Pattern.ELEMENTWISE)
+            sizes = [size_of(known.shapes[o]) for o in graph.operations[c].outputs]
+            if fits and all(s == size_of(known.shapes[t]) for s in sizes):
+                out.add(t)
+    return out

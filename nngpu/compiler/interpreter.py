@@ -1,14 +1,15 @@
 """The reference graph interpreter: runs a subgraph's operations in order with numpy kernels.
 
-Used by the numpy backend for everything and by the GPU backends for operations that have no
-device kernel. IF / WHILE reach referenced subgraphs through `run_subgraph`."""
+It is the executor of prepared models on the numpy backend, and device plans run their host
+operations through it. IF / WHILE reach referenced subgraphs through the OpContext executor."""
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..backends.base import DeviceValue
 from ..hal.types import ErrorStatus, Model_1_3, OperandLifeTime, Subgraph
 from ..modelutil import read_constant
 from ..ops import load_all
@@ -37,7 +38,8 @@ def _constants(model: Model_1_3, graph: Subgraph) -> dict[int, np.ndarray]:
 
 
 class GraphRunner:
-    """A prepared model's executable form on the reference path: constants read once."""
+    """A prepared model's executable form on the reference path: constants read once. It is an
+    Executor (compiler/executor.py)."""
 
     def __init__(self, model: Model_1_3, version: HalVersion = HalVersion.V1_3):
         load_all()
@@ -46,6 +48,14 @@ class GraphRunner:
         self.relaxed = model.relaxComputationFloat32toFloat16
         self.graphs = [model.main, *model.referenced]
         self._constants = [_constants(model, g) for g in self.graphs]
+
+    def execute(self, inputs: Sequence, out_buffers: Mapping[int, Any], deadline_ns: int | None = None) -> list[np.ndarray]:
+        """The Executor contract: device values are read to the host, outputs are host arrays."""
+        host = [v.to_host() if isinstance(v, DeviceValue) else v for v in inputs]
+        return self.run(host, 0, deadline_ns)
+
+    def placement(self) -> tuple[int, int]:
+        return 0, len(self.model.main.operations)
 
     def run(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0,
             deadline_ns: int | None = None) -> list[np.ndarray]:

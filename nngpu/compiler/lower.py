@@ -1,49 +1,56 @@
-"""Model → PlanSpec: shapes, fusion groups, generated kernel sources and a buffer plan.
+"""One segment of a model → a SegmentSpec: steps (kernels, GEMM calls, host operations and the
+transfers between them), the tensors they use and their buffer plan.
 
-The spec is backend-independent (it names a dialect, not a device): the runner compiles it on a
-backend, and the NVRTC test renders it for CUDA without a GPU. Models whose shapes are not static
-(unknown input extents, shapes that depend on input values, control flow) get no spec and run on
-the host reference."""
+Shapes come from infer.py. Each operation that is not folded is placed on the device when one
+of its spec's device implementations builds, else on the host reference. fusion.py decides
+which outputs stay inside their consumer's kernel; the rest are stored, one kernel each.
+The spec names a dialect, not a device: the plan compiles it on a backend, and the NVRTC test
+and `nngpu kernels` render it without one."""
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hal.types import OperandLifeTime, Subgraph
+from ..ir.expr import Buffer
+from ..ir.kernel import Kernel, store
+from ..ir.storage import STORAGE_DTYPE, storage_of
+from ..ir.tensor import BufferTensor, Compute, Tensor
+from ..ops.dtypes import is_tensor
+from ..ops.node import NeedsValue, OpNode
+from ..ops.registry import OpError
+from .fusion import Result, View, inlined_outputs, results_of
+from .infer import Inference, Known, Stop, infer, initial_known
 from .interpreter import GraphRunner
-from ..hal.types import DataLocation, Operand, OperandLifeTime, OperandType, OperationType, Subgraph
-from ..modelutil import fully_specified
-from ..ops.dtypes import dtype_of, is_tensor
-from ..ops.registry import OpContext
-from . import templates
-from .elementwise import expression
-from .fusion import Group, fuse
-from .memory_plan import plan_buffers
-from .render import C_TYPES, DIALECTS, coordinates, index_expr
+from .memory_plan import plan_slots
+from .render import RENDERERS
 
 log = logging.getLogger("nngpu.compiler")
-
-_CONTROL_FLOW = {OperationType.IF, OperationType.WHILE}
 
 
 @dataclass
 class KernelStep:
-    name: str
+    kernel: Kernel
     source: str
-    global_size: int
-    args: list[int]                  # operand indexes, in parameter order
-    ops: list[int]                   # operation indexes it computes
-    kind: str = "elementwise"
+    args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
+    ops: list[int]              # the operations it computes
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def size(self) -> int:
+        return self.kernel.size
 
 
 @dataclass
-class LibraryStep:
-    """A backend library call (GEMM): args are the A, B, C operand ids."""
+class GemmStep:
+    """C[m, n] = A[m, k] @ B[k, n] by the backend's library."""
 
-    kind: str
-    args: list[int]
+    args: list[int]             # A, B, C
     m: int
     n: int
     k: int
@@ -51,264 +58,320 @@ class LibraryStep:
 
 @dataclass
 class HostStep:
-    op: int                          # operation index, run by the reference kernel
+    op: int
     inputs: list[int]
     outputs: list[int]
+    shapes: list[tuple[int, ...] | None]   # what the plan assumed (None: known once it has run)
 
 
 @dataclass
-class PlanSpec:
+class Transfer:
+    tensor: int
+    to_device: bool
+
+
+Step = KernelStep | GemmStep | HostStep | Transfer
+
+
+@dataclass
+class TensorInfo:
+    shape: tuple[int, ...]
+    storage: str
+    pinned: bool = False        # never shares its buffer (inputs, outputs, constants, values used later)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * STORAGE_DTYPE[self.storage].itemsize
+
+
+@dataclass
+class SegmentSpec:
+    start: int
     dialect: str
-    shapes: dict[int, tuple[int, ...]]        # every tensor operand's static shape
-    steps: list[KernelStep | LibraryStep | HostStep]
-    device_tensors: set[int]                  # operands that live in device buffers
-    constants: list[int]                      # device tensors uploaded once at prepare
-    operands: list                            # the model's operands, then derived constants
-    derived: dict[int, np.ndarray] = field(default_factory=dict)  # e.g. filters in kernel layout
-    aliases: dict[int, int] = field(default_factory=dict)  # reshaped operand → the buffer it views
-    aliased_ops: list[int] = field(default_factory=list)   # reshapes that need no step
-    buffer_of: dict[int, int] = field(default_factory=dict)   # operand → buffer slot
+    steps: list[Step]
+    tensors: dict[int, TensorInfo]               # device tensors this segment allocates
+    constants: dict[int, np.ndarray]             # of those, the ones uploaded once at prepare
+    aliases: dict[int, int]                      # view → the tensor whose buffer it shares
+    slot_of: dict[int, int] = field(default_factory=dict)
     slot_sizes: list[int] = field(default_factory=list)
+    stop: Stop | None = None
+    known: Known | None = None                   # what the next segment starts from
+    device_ops: int = 0
+    host_ops: int = 0
 
     @property
     def kernels(self) -> list[KernelStep]:
         return [s for s in self.steps if isinstance(s, KernelStep)]
 
-    def counts(self) -> tuple[int, int]:
-        """(operations computed by device kernels, operations run on the host)."""
-        device = sum(len(s.ops) for s in self.kernels) + len(self.aliased_ops)
-        return device, sum(1 for s in self.steps if isinstance(s, HostStep))
+
+class _Builder:
+    """Creates the tensors and steps device implementations ask for (OpNode.constant, ...)."""
+
+    def __init__(self, lowering: "_Lowering") -> None:
+        self.low = lowering
+        self.steps: list[Step] = []
+        self.constants: dict[int, np.ndarray] = {}
+        self.temps: dict[int, TensorInfo] = {}
+
+    def constant(self, value: np.ndarray, operand_type: int) -> BufferTensor:
+        key = self.low.new_id()
+        storage = storage_of(operand_type)
+        self.constants[key] = value.astype(STORAGE_DTYPE[storage], copy=False)
+        self.temps[key] = TensorInfo(tuple(value.shape), storage, pinned=True)
+        return BufferTensor(Buffer(key, storage), value.shape)
+
+    def temp(self, shape: tuple[int, ...], storage: str) -> BufferTensor:
+        key = self.low.new_id()
+        self.temps[key] = TensorInfo(shape, storage)
+        return BufferTensor(Buffer(key, storage), shape)
+
+    def materialize(self, compute: Compute, name: str) -> BufferTensor:
+        t = self.temp(compute.shape, "float" if compute.dtype == "float" else "int")
+        self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, []))
+        return t
+
+    def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int) -> BufferTensor:
+        c = self.temp((m, n), "float")
+        self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k))
+        return c
 
 
-def _dummy_inputs(runner: GraphRunner, fill: int) -> list[np.ndarray] | None:
-    out = []
-    for idx in runner.model.main.inputIndexes:
-        operand = runner.model.main.operands[idx]
-        if not fully_specified(operand.type, operand.dimensions):
+Built = tuple[list[Result], _Builder]
+
+
+class _Lowering:
+    """The state of one segment's lowering: ids for new tensors, rendering, building."""
+
+    def __init__(self, runner: GraphRunner, start: int, known: Known, dialect: str) -> None:
+        self.runner, self.dialect, self.known, self.start = runner, dialect, known, start
+        self.graph: Subgraph = runner.model.main
+        self.next_id = max([len(self.graph.operands), *known.shapes, *known.on_device]) + 1
+        self.renderer = RENDERERS[dialect]
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def tensor_of(self, idx: int) -> BufferTensor:
+        return BufferTensor(Buffer(idx, storage_of(self.graph.operands[idx].type)), self.known.shapes[idx])
+
+    def kernel_step(self, name: str, out: Buffer, value: Tensor, ops: list[int]) -> KernelStep:
+        kernel = store(name, out, value)
+        args = [b.key for b in kernel.inputs()] + [out.key]
+        return KernelStep(kernel, self.renderer.render(kernel), args, ops)
+
+    def inputs_of(self, node: OpNode, fused: dict[int, Compute]) -> list[Tensor | None]:
+        ins: list[Tensor | None] = []
+        for i, idx in enumerate(node.operation.inputs):
+            operand = self.graph.operands[idx]
+            if node.is_omitted(i) or not is_tensor(operand.type) or storage_of(operand.type, None) is None:
+                ins.append(None)
+            else:
+                ins.append(fused.get(idx) or self.tensor_of(idx))
+        return ins
+
+    def build(self, node: OpNode, fused: dict[int, Compute]) -> Built | None:
+        """The first device implementation of `node` that builds, with its side effects."""
+        if not all(storage_of(self.graph.operands[o].type, None) for o in node.operation.outputs):
             return None
-        shape = tuple(operand.dimensions) if is_tensor(operand.type) else ()
-        out.append(np.full(shape, fill, dtype=dtype_of(operand.type)))
-    return out
-
-
-def static_shapes(runner: GraphRunner) -> dict[int, tuple[int, ...]] | None:
-    """Every operand's shape, when two dummy runs (zeros, ones) agree; else None."""
-    traces = []
-    for fill in (0, 1):
-        inputs = _dummy_inputs(runner, fill)
-        if inputs is None:
-            return None
-        try:
-            with np.errstate(all="ignore"):
-                traces.append(runner.trace(inputs))
-        except Exception as e:  # values that only make sense at run time: no static plan
-            log.info("no static shapes: dummy run failed: %s", e)
-            return None
-    a, b = traces
-    shapes = {}
-    for idx, v in a.items():
-        if v is None:
-            continue
-        if b.get(idx) is None or b[idx].shape != v.shape:
-            return None
-        shapes[idx] = tuple(v.shape)
-    return shapes
-
-
-def _context(runner: GraphRunner, k: int, folded: dict[int, np.ndarray]) -> OpContext:
-    graph = runner.model.main
-    op = graph.operations[k]
-    values = [folded[i] if i in folded else runner.constant(i) for i in op.inputs]
-    return OpContext(op, graph.operands, values, runner.relaxed)
-
-
-def fold_constants(runner: GraphRunner) -> dict[int, np.ndarray]:
-    """Values of the operations whose inputs are all constants (or folded), computed once."""
-    graph = runner.model.main
-    known: dict[int, np.ndarray] = {}
-    for k, op in enumerate(graph.operations):
-        if op.type in _CONTROL_FLOW:
-            continue
-        values = [known[i] if i in known else runner.constant(i) for i in op.inputs]
-        omitted = [graph.operands[i].lifetime == OperandLifeTime.NO_VALUE for i in op.inputs]
-        if any(v is None and not o for v, o in zip(values, omitted)):
-            continue
-        try:
-            with np.errstate(all="ignore"):
-                outs = runner.run_operation(k, values)
-        except Exception:  # fails at run time too: leave it to the execution to report
-            continue
-        known.update(zip(op.outputs, outs))
-    return known
-
-
-def _as_constant(o: Operand) -> Operand:
-    return Operand(o.type, list(o.dimensions), o.numberOfConsumers, o.scale, o.zeroPoint,
-                   OperandLifeTime.CONSTANT_COPY, DataLocation(), o.extraParams)
-
-
-def lower(runner: GraphRunner, dialect: str, fuse_ops: bool = True) -> PlanSpec | None:
-    """The plan of a prepared model for `dialect`, or None when it must run on the host."""
-    graph = runner.model.main
-    if any(op.type in _CONTROL_FLOW for op in graph.operations):
+        for impl in node.spec.candidates(node):
+            builder = _Builder(self)
+            node.builder = builder
+            try:
+                results = results_of(impl.build(node, self.inputs_of(node, fused)), node.num_outputs)
+            except (OpError, NeedsValue, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as e:
+                log.debug("operation %d: %s does not build: %s", node.index, impl.name, e)
+                continue
+            finally:
+                node.builder = None
+            return results, builder
         return None
-    shapes = static_shapes(runner)
+
+
+def lower_segment(runner: GraphRunner, start: int, known: Known, dialect: str, fuse: bool = True) -> SegmentSpec:
+    """The segment of the main graph from operation `start`, given what is known there."""
+    known = known.copy()
+    inference = infer(runner, start, known)
+    low = _Lowering(runner, start, known, dialect)
+    trial: dict[int, Built] = {}
+    for k in inference.ops:
+        if k not in inference.folded and k not in inference.host_only:
+            built = low.build(inference.nodes[k], {})
+            if built is not None:
+                trial[k] = built
+    inline = inlined_outputs(runner, inference, set(trial), known, fuse)
+    return _Emitter(low, inference).emit(trial, inline)
+
+
+class _Emitter:
+    """Writes the steps in operation order, with the transfers each placement needs."""
+
+    def __init__(self, low: _Lowering, inference: Inference) -> None:
+        self.low, self.inf = low, inference
+        self.graph, self.known = low.graph, low.known
+        self.steps: list[Step] = []
+        self.tensors: dict[int, TensorInfo] = {}
+        self.constants: dict[int, np.ndarray] = {}
+        self.aliases: dict[int, int] = {}
+        self.fused: dict[int, Compute] = {}
+        self.fused_ops: dict[int, list[int]] = {}   # fused operand → the operations its Compute evaluates
+        self.device_ops: set[int] = set()
+        self.host_ops = 0
+
+    def ensure_device(self, t: int) -> None:
+        known = self.known
+        if t in known.on_device or t >= len(self.graph.operands):
+            return
+        if t in self.fused:  # a consumer went to the host: store the Compute after all
+            self.store(t, self.fused.pop(t), self.fused_ops.pop(t))
+            return
+        info = TensorInfo(known.shapes[t], storage_of(self.graph.operands[t].type))
+        if t in known.values:
+            self.constants[t] = np.ascontiguousarray(known.values[t])
+            info.pinned = True
+        else:
+            self.steps.append(Transfer(t, True))
+        self.tensors[t] = info
+        known.on_device.add(t)
+
+    def ensure_host(self, t: int) -> None:
+        known = self.known
+        if t in known.on_host or t in known.values or self.graph.operands[t].lifetime in NO_DATA:
+            return
+        self.ensure_device(t)  # a fused value is stored first
+        self.steps.append(Transfer(t, False))
+        known.on_host.add(t)
+
+    def store(self, t: int, compute: Compute, ops: list[int]) -> None:
+        out = Buffer(t, storage_of(self.graph.operands[t].type))
+        step = self.low.kernel_step(_kernel_name(self.graph, ops), out, compute, sorted(ops))
+        for a in step.args[:-1]:
+            self.ensure_device(a)
+        self.steps.append(step)
+        self.tensors[t] = TensorInfo(self.known.shapes[t], out.storage)
+        self.known.on_device.add(t)
+        self.device_ops.update(ops)
+
+    def host(self, k: int) -> None:
+        op = self.graph.operations[k]
+        for i in op.inputs:
+            self.ensure_host(i)
+        shapes = [None if k in self.inf.host_only else self.known.shapes[o] for o in op.outputs]
+        self.steps.append(HostStep(k, list(op.inputs), list(op.outputs), shapes))
+        self.known.on_host.update(op.outputs)
+        self.host_ops += 1
+
+    def device(self, k: int, built: Built) -> None:
+        op = self.graph.operations[k]
+        node = self.inf.nodes[k]
+        results, builder = built
+        self.tensors.update(builder.temps)
+        self.constants.update(builder.constants)
+        for step in builder.steps:
+            for a in step.args[:-1]:
+                self.ensure_device(a)
+            self.steps.append(step)
+        ops = [k] + [o for i in op.inputs if i in self.fused for o in self.fused_ops[i]]
+        for t, result in zip(op.outputs, results):
+            if isinstance(result, View):
+                source = op.inputs[result.input]
+                if source not in self.fused and t not in self.graph.outputIndexes:
+                    self.ensure_device(source)
+                    self.aliases[t] = self.aliases.get(source, source)
+                    self.known.on_device.add(t)
+                    self.device_ops.add(k)
+                    continue
+                result = result.compute(self.low.inputs_of(node, self.fused), self.known.shapes[t])
+            if t in self.inline:
+                self.fused[t], self.fused_ops[t] = result, ops
+            else:
+                self.store(t, result, ops)
+        for i in op.inputs:  # consumed: a fused producer's Compute is now part of this one
+            self.fused.pop(i, None)
+
+    def emit(self, trial: dict[int, Built], inline: set[int]) -> SegmentSpec:
+        self.inline = inline
+        for k in self.inf.ops:
+            if k in self.inf.folded:
+                continue
+            built = trial.get(k)
+            if built is not None and any(i in self.fused for i in self.graph.operations[k].inputs):
+                built = self.low.build(self.inf.nodes[k], self.fused)  # again, its producers inlined
+            if built is None:
+                self.host(k)
+            else:
+                self.device(k, built)
+        stop = self.inf.stop
+        for t in (stop.values if stop else ()):
+            self.ensure_host(t)
+        for t in list(self.fused):  # nothing consumed them in this segment
+            self.ensure_device(t)
+        known = self.known
+        spec = SegmentSpec(self.low.start, self.low.dialect, self.steps, self.tensors, self.constants,
+                           self.aliases, stop=stop, known=known, device_ops=len(self.device_ops),
+                           host_ops=self.host_ops)
+        plan_slots(spec, self.graph, _needed_after(self.graph, stop))
+        return spec
+
+
+NO_DATA = {OperandLifeTime.NO_VALUE, OperandLifeTime.SUBGRAPH}
+
+
+def lower_model(runner: GraphRunner, dialect: str, fuse: bool = True) -> SegmentSpec | None:
+    """The first segment for the model's declared input shapes (None when some are unknown)."""
+    shapes = declared_input_shapes(runner)
     if shapes is None:
         return None
-    d = DIALECTS[dialect]
-    folded = fold_constants(runner)
-    skip = {k for k, op in enumerate(graph.operations) if all(o in folded for o in op.outputs)}
-    aliases, aliased_ops = _aliases(graph, skip)
-    skip |= set(aliased_ops)
-    exprs = {}
-    heavy = {}
-    for k in range(len(graph.operations)):
-        if k in skip:
-            continue
-        ctx = _context(runner, k, folded)
-        e = expression(ctx)
-        if e is not None and all(graph.operands[o].type in C_TYPES for o in graph.operations[k].outputs):
-            exprs[k] = e
-            continue
-        t = templates.match(ctx, shapes)
-        if t is not None:
-            heavy[k] = t
-    groups = fuse(graph, exprs, heavy, shapes, fuse_ops, skip)
-    steps: list[KernelStep | LibraryStep | HostStep] = []
-    device_tensors: set[int] = set()
-    # Folded values are constants from here on: uploaded once, never sharing a buffer.
-    operands = [_as_constant(o) if i in folded else o for i, o in enumerate(graph.operands)]
-    derived: dict[int, np.ndarray] = dict(folded)
-    for t in heavy.values():
-        _resolve_keys(t, operands, derived, shapes)
-    view = Subgraph(operands, graph.operations, graph.inputIndexes, graph.outputIndexes)
-    for item in groups:
-        if isinstance(item, Group):
-            head = heavy[item.head] if item.head is not None else None
-            group_steps = [_render_before(d, b) for b in head.before] if head else []
-            group_steps.append(_render_group(d, view, item, exprs, heavy, shapes))
-            for step in group_steps:
-                steps.append(step)
-                device_tensors.update(step.args)
+    return lower_segment(runner, 0, initial_known(runner, shapes), dialect, fuse)
+
+
+def trace_segments(runner: GraphRunner, values: dict[int, np.ndarray], dialect: str,
+                   fuse: bool = True) -> list[SegmentSpec]:
+    """The segments a plan compiles for one execution whose operand values (a reference trace)
+    are `values`: each barrier is answered from them, as the plan answers it at run time."""
+    graph = runner.model.main
+    known = initial_known(runner, {i: tuple(np.shape(values[i])) for i in graph.inputIndexes if values.get(i) is not None})
+    segments = [lower_segment(runner, 0, known, dialect, fuse)]
+    while segments[-1].stop is not None:
+        stop, known = segments[-1].stop, segments[-1].known.copy()
+        known.values.update({t: values[t] for t in stop.values})
+        known.shapes.update({t: tuple(np.shape(values[t])) for t in stop.shapes})
+        segments.append(lower_segment(runner, stop.at, known, dialect, fuse))
+    return segments
+
+
+def host_segment(runner: GraphRunner, start: int, known: Known, dialect: str) -> SegmentSpec:
+    """Every operation from `start` on the host reference, with the downloads they need."""
+    ops = list(range(start, len(runner.model.main.operations)))
+    inference = Inference(ops=ops, host_only=set(ops))
+    return _Emitter(_Lowering(runner, start, known.copy(), dialect), inference).emit({}, set())
+
+
+def _kernel_name(graph: Subgraph, ops: list[int]) -> str:
+    ops = sorted(ops)
+    return f"nn_{'_'.join(graph.operations[k].type.name.lower() for k in ops)[:60]}_{ops[0]}"
+
+
+def _needed_after(graph: Subgraph, stop: Stop | None) -> set[int]:
+    """Operands still read after the segment: by later operations, a barrier or as outputs."""
+    needed = set(graph.outputIndexes)
+    if stop is not None:
+        needed |= set(stop.values)
+        for op in graph.operations[stop.at:]:
+            needed.update(op.inputs)
+    return needed
+
+
+def declared_input_shapes(runner: GraphRunner) -> dict[int, tuple[int, ...]] | None:
+    """The main graph's input shapes from the model, when every one is fully specified."""
+    graph = runner.model.main
+    shapes = {}
+    for idx in graph.inputIndexes:
+        operand = graph.operands[idx]
+        if not is_tensor(operand.type):
+            shapes[idx] = ()
+        elif operand.dimensions and all(d > 0 for d in operand.dimensions):
+            shapes[idx] = tuple(operand.dimensions)
         else:
-            op = graph.operations[item]
-            steps.append(HostStep(item, list(op.inputs), list(op.outputs)))
-    device_tensors |= {aliases[i] for i in device_tensors if i in aliases}  # the buffer an alias views
-    constants = sorted(i for i in device_tensors
-                       if operands[i].lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE))
-    spec = PlanSpec(dialect, shapes, steps, device_tensors, constants, operands, derived, aliases=aliases,
-                    aliased_ops=aliased_ops)
-    plan_buffers(spec, view)
-    return spec
-
-
-_VIEWS = {OperationType.RESHAPE, OperationType.SQUEEZE, OperationType.EXPAND_DIMS}
-
-
-def _aliases(graph: Subgraph, taken: set[int]) -> tuple[dict[int, int], list[int]]:
-    """RESHAPE / SQUEEZE / EXPAND_DIMS outputs that can share their input's buffer (the bytes are
-    the same): operand → the operand whose buffer it views, and the ops that need no step."""
-    aliases: dict[int, int] = {}
-    ops = []
-    outputs = set(graph.outputIndexes)
-    for k, op in enumerate(graph.operations):
-        if k in taken or op.type not in _VIEWS:
-            continue
-        src, out = op.inputs[0], op.outputs[0]
-        if out in outputs or graph.operands[src].type != graph.operands[out].type:
-            continue
-        aliases[out] = aliases.get(src, src)
-        ops.append(k)
-    return aliases, ops
-
-
-def _resolve_keys(t, operands: list, derived: dict, shapes: dict) -> None:
-    """Give a template's derived constants and temporaries (negative keys) operand ids of their
-    own, after the model's operands, and rewrite the keys wherever the template uses them."""
-    ids: dict[int, int] = {}
-    for key, (source, value) in t.derived.items():
-        ids[key] = len(operands)
-        src = operands[source]
-        operands.append(Operand(src.type, list(value.shape), 0, src.scale, src.zeroPoint,
-                                OperandLifeTime.CONSTANT_COPY, DataLocation(), src.extraParams))
-        derived[ids[key]] = np.ascontiguousarray(value.astype(dtype_of(src.type)))
-        shapes[ids[key]] = tuple(value.shape)
-    for key, shape in t.temps.items():
-        ids[key] = len(operands)
-        operands.append(Operand(OperandType.TENSOR_FLOAT32, list(shape), 1, 0.0, 0, OperandLifeTime.TEMPORARY_VARIABLE))
-        shapes[ids[key]] = tuple(shape)
-    fix = lambda i: ids.get(i, i)  # noqa: E731
-    t.tensor_inputs = [fix(i) for i in t.tensor_inputs]
-    for b in t.before:
-        if isinstance(b, templates.Gemm):
-            b.a, b.b, b.c = fix(b.a), fix(b.b), fix(b.c)
-        else:
-            b.inputs, b.out = [fix(i) for i in b.inputs], fix(b.out)
-
-
-def _render_before(d, b) -> KernelStep | LibraryStep:
-    """A step that fills a template's temporary: a GEMM call or a generated fill kernel."""
-    if isinstance(b, templates.Gemm):
-        return LibraryStep("gemm", [b.a, b.b, b.c], b.m, b.n, b.k)
-    names = [f"in{k}" for k in range(len(b.inputs))]
-    sig = [d.param("float", n, True) for n in names] + [d.param("float", "out", False)]
-    lines = [d.prelude, f"{d.kernel} {b.name}({', '.join(sig)}) {{", f"    long i = {d.gid};",
-             f"    if (i >= {b.size}) return;"]
-    lines += ["    " + s for s in b.body(names, d)]
-    lines.append("    " + d.store("float", "out", "i", "acc"))
-    lines.append("}")
-    return KernelStep(b.name, "\n".join(lines) + "\n", b.size, [*b.inputs, b.out], [], "fill")
-
-
-def _render_group(d, graph, group: Group, exprs, heavy, shapes) -> KernelStep:
-    """One kernel for a fusion group: an optional heavy head (conv, pool, ...) computing the
-    first value, then the elementwise chain applied to it, stored once."""
-    out_idx = group.output
-    out_shape = shapes[out_idx]
-    params: list[int] = []           # external tensors read, in parameter order
-    names: dict[int, str] = {}
-
-    def param(operand_index: int) -> str:
-        if operand_index not in names:
-            names[operand_index] = f"in{len(params)}"
-            params.append(operand_index)
-        return names[operand_index]
-
-    body: list[str] = []
-    values: dict[int, str] = {}      # operand → C variable holding its value at this element
-    head = None
-    if group.head is not None:
-        head = heavy[group.head]
-        op = graph.operations[group.head]
-        pnames = [param(i) for i in head.tensor_inputs]
-        body.extend(head.body(pnames, d))
-        values[op.outputs[0]] = "acc"
-    for n, k in enumerate(group.ops):
-        op = graph.operations[k]
-        positions, fn = exprs[k]
-        args = []
-        for p in positions:
-            idx = op.inputs[p]
-            if idx in values:
-                args.append(values[idx])
-            else:
-                ctype = C_TYPES[graph.operands[idx].type]
-                src = index_expr(shapes[idx], out_shape)
-                args.append(d.load(ctype, param(idx), src))
-        var = f"t{n}"
-        body.append(f"{d.compute_type(C_TYPES[graph.operands[op.outputs[0]].type])} {var} = {fn(args)};")
-        values[op.outputs[0]] = var
-    out_ctype = C_TYPES[graph.operands[out_idx].type]
-    name = f"nn_{'_'.join(graph.operations[k].type.name.lower() for k in group.all_ops)[:60]}_{group.all_ops[0]}"
-    sig = [d.param(C_TYPES[graph.operands[i].type], names[i], True) for i in params]
-    sig.append(d.param(out_ctype, "out", False))
-    size = int(np.prod(out_shape)) if out_shape else 1
-    lines = [d.prelude, templates.helpers(d), f"{d.kernel} {name}({', '.join(sig)}) {{",
-             f"    long i = {d.gid};", f"    if (i >= {size}) return;"]
-    if head is not None or any(re.search(r"\bc\d+\b", b) for b in body):
-        lines += ["    " + s for s in coordinates(out_shape)]  # only when an index needs them
-    lines += ["    " + s for s in body]
-    lines.append("    " + d.store(out_ctype, "out", "i", values[out_idx]))
-    lines.append("}")
-    return KernelStep(name, "\n".join(lines) + "\n", size, params + [out_idx], group.all_ops,
-                      "fused" if len(group.all_ops) > 1 else (head.kind if head else "elementwise"))
+            return None
+    return shapes

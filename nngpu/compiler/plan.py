@@ -1,145 +1,249 @@
-"""Executes a PlanSpec on a backend: constants uploaded once, kernels compiled and warmed up at
-prepare, intermediates kept on the device. Operations without a device kernel run on the host
-reference with an explicit, logged device↔host transfer, counted in `transfers`."""
+"""A device plan: the prepared model as a chain of compiled segments, specialised on what its
+shapes depend on.
+
+The plan starts at an entry keyed by the input shapes. Each segment runs its steps and ends
+either at the model's end or at a barrier: the values (or host-computed shapes) the rest of
+the model's shapes depend on. The barrier's key is those values; the segment that follows is
+compiled for that key the first time it is seen and cached (at most CACHE_SIZE per barrier,
+least recently used first out). So every shape a kernel relies on was derived from the values
+this execution actually has, and checking the key is the check that the plan still applies:
+a tuple of shapes at the entry, the few bytes of a shape tensor at a barrier. Host operations
+are checked against the shapes the plan assumed for them.
+
+With `specialise=False` a barrier is not compiled for: everything after it runs on the host
+reference (for models whose shape values change at every execution)."""
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Sequence
+from collections import OrderedDict
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..backends.base import DeviceValue
-from .interpreter import GraphRunner
+from ..backends.base import Backend, DeviceValue
+from ..hal.types import ErrorStatus
+from ..ir.storage import STORAGE_DTYPE
 from ..ops.dtypes import dtype_of
-from .lower import HostStep, KernelStep, LibraryStep, PlanSpec
+from .infer import Known, initial_known
+from .interpreter import ExecutionError, GraphRunner
+from .lower import (NO_DATA, GemmStep, HostStep, KernelStep, SegmentSpec, Transfer, declared_input_shapes, host_segment,
+                    lower_segment)
 
 log = logging.getLogger("nngpu.plan")
 
+CACHE_SIZE = 16
 
-class PlanRunner:
-    """Same interface as GraphRunner (model, run), backed by device kernels. Device-resident
-    values (IBuffer storage) are read and written in place: `device_resident`."""
 
-    device_resident = True
+class _State:
+    """One execution's values: host arrays by operand, and the inputs given as device values."""
 
-    def __init__(self, reference: GraphRunner, spec: PlanSpec, backend):
+    def __init__(self, graph, inputs: Sequence) -> None:
+        self.host: dict[int, np.ndarray] = {}
+        self.device_inputs: dict[int, DeviceValue] = {}
+        for idx, value in zip(graph.inputIndexes, inputs):
+            if isinstance(value, DeviceValue):
+                self.device_inputs[idx] = value
+            elif value is not None:
+                self.host[idx] = value
+
+
+class Barrier:
+    """Where shapes start to depend on data: the segments that follow, by key."""
+
+    def __init__(self, values: Sequence[int], shapes: Sequence[int], make) -> None:
+        self.values, self.shapes = tuple(values), tuple(shapes)
+        self.make = make              # key, state → Segment
+        self.children: OrderedDict[tuple, Segment] = OrderedDict()
+
+    def key(self, state: _State, lookup) -> tuple:
+        vals = []
+        for t in self.values:
+            v = np.asarray(lookup(t))
+            vals.append((v.dtype.str, v.shape, v.tobytes()))
+        return tuple(vals) + tuple(tuple(lookup(t).shape) for t in self.shapes)
+
+    def next(self, key: tuple, state: _State) -> "Segment":
+        seg = self.children.get(key)
+        if seg is not None:
+            self.children.move_to_end(key)
+            return seg
+        seg = self.make(key, state)
+        self.children[key] = seg
+        if len(self.children) > CACHE_SIZE:
+            _, old = self.children.popitem(last=False)
+            old.release()
+        return seg
+
+    def release(self) -> None:
+        for seg in self.children.values():
+            seg.release()
+        self.children.clear()
+
+
+class Segment:
+    """A SegmentSpec on a backend: buffers allocated, constants uploaded, kernels compiled."""
+
+    def __init__(self, plan: "Plan", spec: SegmentSpec, parent_buffers: Mapping[int, Any]) -> None:
+        backend = plan.backend
+        self.plan, self.spec = plan, spec
+        self._slots = [backend.alloc(n) for n in spec.slot_sizes]
+        self.buffers: dict[int, Any] = dict(parent_buffers)
+        self.buffers.update({t: self._slots[s] for t, s in spec.slot_of.items()})
+        for view, source in spec.aliases.items():
+            self.buffers[view] = self.buffers[source]
+        for t, value in spec.constants.items():
+            backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=STORAGE_DTYPE[spec.tensors[t].storage]))
+        self.steps = [self._compile(s) for s in spec.steps]
+        self.barrier = None
+        if spec.stop is not None:
+            self.barrier = Barrier(spec.stop.values, spec.stop.shapes, self._next)
+
+    def _compile(self, step):
+        b = self.buffers
+        if isinstance(step, KernelStep):
+            return ("launch", self.plan.backend.compile(step.source, step.name), step.size, [b[t] for t in step.args])
+        if isinstance(step, GemmStep):
+            return ("gemm", [b[t] for t in step.args], step.m, step.n, step.k)
+        if isinstance(step, Transfer):
+            return ("upload" if step.to_device else "download", step.tensor, b[step.tensor])
+        return ("host", step)
+
+    def _next(self, key: tuple, state: _State) -> "Segment":
+        """The segment after this one's barrier, for the values of this execution."""
+        known = self.spec.known.copy()
+        stop = self.spec.stop
+        for t in stop.values:
+            known.values[t] = np.array(self.plan.lookup(state, self, t))
+        for t in stop.shapes:
+            known.shapes[t] = tuple(self.plan.lookup(state, self, t).shape)
+        return self.plan.segment(stop.at, known, self.buffers)
+
+    def run(self, state: _State, deadline_ns: int | None) -> None:
+        backend, plan = self.plan.backend, self.plan
+        for step in self.steps:
+            kind = step[0]
+            if kind == "launch":
+                backend.launch(step[1], step[2], step[3])
+            elif kind == "gemm":
+                backend.gemm(*step[1], step[2], step[3], step[4])
+            elif kind == "upload":
+                plan.upload(state, self, step[1], step[2])
+            elif kind == "download":
+                plan.transfers += 1
+                state.host[step[1]] = self.download(step[1], step[2])
+            else:
+                plan.host_step(state, self, step[1], deadline_ns)
+
+    def download(self, t: int, buf) -> np.ndarray:
+        shape = self.spec.known.shapes[t]
+        value = np.empty(shape, dtype=dtype_of(self.plan.graph.operands[t].type))
+        self.plan.backend.download(buf, value)
+        return value
+
+    def release(self) -> None:
+        if self.barrier is not None:
+            self.barrier.release()
+        for buf in self._slots:
+            self.plan.backend.free(buf)
+        self._slots = []
+
+
+class Plan:
+    """The executor of a prepared model on a device backend (see the module docstring)."""
+
+    def __init__(self, reference: GraphRunner, backend: Backend, fuse: bool = True, specialise: bool = True) -> None:
         self.reference = reference
         self.model = reference.model
-        self.version = reference.version
-        self.relaxed = reference.relaxed
-        self.spec = spec
-        self.backend = backend
         self.graph = reference.model.main
-        self._lock = threading.Lock()  # executions share the planned buffers
+        self.backend, self.fuse, self.specialise = backend, fuse, specialise
         self.transfers = 0
-        self.device_ops, self.host_ops = spec.counts()
-        self._slots = [backend.alloc(n) for n in spec.slot_sizes]
-        self._kernels = {id(s): backend.compile(s.source, s.name) for s in spec.kernels}
-        for idx in spec.constants:
-            value = spec.derived[idx] if idx in spec.derived else reference.constant(idx)
-            backend.upload(self._buf(idx), np.ascontiguousarray(value))
-        self._input_shapes = [spec.shapes.get(i) for i in self.graph.inputIndexes]
-        self._warm_up()
+        self._lock = threading.Lock()   # executions share the planned buffers
+        self._last: list[Segment] = []
+        self.entry = Barrier((), (), self._first)
+        declared = declared_input_shapes(reference)
+        if declared is not None:        # compile now what the model declares
+            key = tuple(declared[i] for i in self.graph.inputIndexes)
+            self._last = [self.entry.next(key, None)]
 
-    def _buf(self, idx: int):
-        return self._slots[self.spec.buffer_of[idx]]
+    # ---- compiling ----------------------------------------------------------------------------
+    def _first(self, key: tuple, state) -> Segment:
+        shapes = {i: s for i, s in zip(self.graph.inputIndexes, key) if s is not None}
+        return self.segment(0, initial_known(self.reference, shapes), {})
 
-    def _warm_up(self) -> None:
-        inputs = [np.zeros(s, dtype=dtype_of(self.graph.operands[i].type))
-                  for i, s in zip(self.graph.inputIndexes, self._input_shapes)]
-        with np.errstate(all="ignore"):
-            self.run(inputs)
-        self.transfers = 0
+    def segment(self, start: int, known: Known, parent_buffers: Mapping[int, Any]) -> Segment:
+        if start > 0 and not self.specialise:
+            spec = host_segment(self.reference, start, known, self.backend.dialect)
+        else:
+            spec = lower_segment(self.reference, start, known, self.backend.dialect, self.fuse)
+        log.info("segment from operation %d: %d operations in %d kernels, %d on the host%s", start,
+                 spec.device_ops, len(spec.kernels), spec.host_ops,
+                 f", then a barrier at operation {spec.stop.at}" if spec.stop else "")
+        return Segment(self, spec, parent_buffers)
 
-    def _matches_plan(self, inputs: Sequence[np.ndarray | None]) -> bool:
-        return all(v is not None and tuple(v.shape) == s for v, s in zip(inputs, self._input_shapes))
+    # ---- running ------------------------------------------------------------------------------
+    def placement(self) -> tuple[int, int]:
+        return sum(s.spec.device_ops for s in self._last), sum(s.spec.host_ops for s in self._last)
 
-    def trace(self, inputs, graph_index: int = 0, deadline_ns: int | None = None):
-        return self.reference.trace(inputs, graph_index, deadline_ns)
-
-    def run(self, inputs: Sequence, graph_index: int = 0, deadline_ns: int | None = None,
-            out_buffers: dict | None = None) -> list:
-        """Outputs as host arrays, except those with an IBuffer in `out_buffers` (by output
-        position): written into its device storage and returned as DeviceValues."""
-        if graph_index != 0 or not self._matches_plan(inputs):
-            # Shapes the plan was not built for: the reference, on host copies.
-            host_inputs = [v.to_host() if isinstance(v, DeviceValue) else v for v in inputs]
-            return self.reference.run(host_inputs, graph_index, deadline_ns)
+    def execute(self, inputs: Sequence, out_buffers: Mapping[int, Any], deadline_ns: int | None = None) -> list:
         with self._lock:
-            return self._run(inputs, out_buffers or {})
+            state = _State(self.graph, inputs)
+            key = tuple(None if v is None else tuple(v.shape) for v in inputs)
+            segments = [self.entry.next(key, state)]
+            while True:
+                seg = segments[-1]
+                seg.run(state, deadline_ns)
+                if seg.barrier is None:
+                    break
+                segments.append(seg.barrier.next(seg.barrier.key(state, lambda t: self.lookup(state, seg, t)), state))
+            self._last = segments
+            outputs = [self._output(state, seg, k, out_buffers.get(k)) for k in range(len(self.graph.outputIndexes))]
+            self.backend.synchronize()
+            return outputs
 
-    def _run(self, inputs: Sequence, out_buffers: dict) -> list:
-        spec, backend = self.spec, self.backend
-        host: dict[int, np.ndarray] = dict(spec.derived)  # folded values and kernel-layout constants
-        device_inputs: dict[int, DeviceValue] = {}
-        for idx, value in zip(self.graph.inputIndexes, inputs):
-            if isinstance(value, DeviceValue):
-                device_inputs[idx] = value
-                if idx in spec.device_tensors:
-                    backend.copy(self._buf(idx), value.buf, value.nbytes)
-                continue
-            host[idx] = value
-            if idx in spec.device_tensors:
-                backend.upload(self._buf(idx), value)
-        for step in spec.steps:
-            if isinstance(step, KernelStep):
-                backend.launch(self._kernels[id(step)], step.global_size, [self._buf(i) for i in step.args])
-            elif isinstance(step, LibraryStep):
-                backend.gemm(*[self._buf(i) for i in step.args], step.m, step.n, step.k)
-            else:
-                self._host_step(step, host, device_inputs)
-        outputs = []
-        for k, idx in enumerate(self.graph.outputIndexes):
-            if k in out_buffers:
-                outputs.append(self._to_buffer(idx, host, out_buffers[k]))
-                continue
-            if idx not in host:
-                arr = np.empty(spec.shapes[idx], dtype=dtype_of(self.graph.operands[idx].type))
-                backend.download(self._buf(idx), arr)
-                host[idx] = arr
-            outputs.append(host[idx])
-        backend.synchronize()
-        return outputs
+    def lookup(self, state: _State, seg: Segment, t: int) -> np.ndarray:
+        """Operand t's value on the host: computed there, known to the plan, or an input."""
+        if t in state.host:
+            return state.host[t]
+        value = seg.spec.known.values.get(t)
+        if value is not None:
+            return value
+        if t in state.device_inputs:
+            self.transfers += 1
+            state.host[t] = state.device_inputs[t].to_host()
+            return state.host[t]
+        raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operand {t} has no host value")
 
-    def _to_buffer(self, idx: int, host: dict, buffer) -> DeviceValue:
-        shape = self.spec.shapes[idx]
-        dtype = dtype_of(self.graph.operands[idx].type)
-        value = DeviceValue(None, shape, dtype, self.backend)
+    def upload(self, state: _State, seg: Segment, t: int, buf) -> None:
+        if t in state.device_inputs:
+            value = state.device_inputs[t]
+            self.backend.copy(buf, value.buf, value.nbytes)
+            return
+        self.transfers += 1
+        self.backend.upload(buf, np.ascontiguousarray(self.lookup(state, seg, t)))
+
+    def host_step(self, state: _State, seg: Segment, step: HostStep, deadline_ns: int | None) -> None:
+        operands = self.graph.operands
+        values = [None if operands[t].lifetime in NO_DATA else self.lookup(state, seg, t) for t in step.inputs]
+        outs = self.reference.run_operation(step.op, values, deadline_ns=deadline_ns)
+        for t, value, shape in zip(step.outputs, outs, step.shapes):
+            if shape is not None and tuple(value.shape) != shape:
+                raise ExecutionError(ErrorStatus.GENERAL_FAILURE,
+                                     f"operation {step.op}: the plan assumed shape {list(shape)} for operand {t}, "
+                                     f"the reference gave {list(value.shape)}")
+            state.host[t] = value
+
+    def _output(self, state: _State, seg: Segment, k: int, buffer):
+        t = self.graph.outputIndexes[k]
+        on_device = t in seg.buffers and t not in state.host
+        if buffer is None:
+            return seg.download(t, seg.buffers[t]) if on_device else self.lookup(state, seg, t)
+        shape = seg.spec.known.shapes[t] if on_device else tuple(self.lookup(state, seg, t).shape)
+        value = DeviceValue(None, shape, dtype_of(self.graph.operands[t].type), self.backend)
         value.buf = buffer.storage(value.nbytes)
-        if idx in host:
-            self.backend.upload(value.buf, np.ascontiguousarray(host[idx]))
+        if on_device:
+            self.backend.copy(value.buf, seg.buffers[t], value.nbytes)
         else:
-            self.backend.copy(value.buf, self._buf(idx), value.nbytes)
+            self.backend.upload(value.buf, np.ascontiguousarray(self.lookup(state, seg, t)))
         return value
 
-    def _host_value(self, idx: int, host: dict, device_inputs: dict[int, DeviceValue], op: int):
-        """Operand idx on the host: computed there, a constant, or brought back from the device
-        (a counted, logged transfer). None for an omitted operand."""
-        if idx in host:
-            return host[idx]
-        if idx in self.spec.aliases:  # a reshape that got no step: view its source
-            source = self._host_value(self.spec.aliases[idx], host, device_inputs, op)
-            value = None if source is None else source.reshape(self.spec.shapes[idx])
-        elif idx in device_inputs:
-            value = device_inputs[idx].to_host()
-            self.transfers += 1
-        elif idx in self.spec.device_tensors and self.reference.constant(idx) is None:
-            value = np.empty(self.spec.shapes[idx], dtype=dtype_of(self.graph.operands[idx].type))
-            self.backend.download(self._buf(idx), value)
-            self.transfers += 1
-            log.debug("operation %d: device→host transfer of operand %d", op, idx)
-        else:
-            return self.reference.constant(idx)
-        host[idx] = value
-        return value
-
-    def _host_step(self, step: HostStep, host: dict[int, np.ndarray], device_inputs: dict[int, DeviceValue]) -> None:
-        values = [self._host_value(idx, host, device_inputs, step.op) for idx in step.inputs]
-        outs = self.reference.run_operation(step.op, values)
-        for idx, value in zip(step.outputs, outs):
-            host[idx] = value
-            if idx in self.spec.device_tensors:
-                self.backend.upload(self._buf(idx), np.ascontiguousarray(value))
-                self.transfers += 1
-                log.debug("operation %d: host→device transfer of operand %d", step.op, idx)

@@ -1,22 +1,259 @@
-"""One C renderer, two dialects: CUDA C and OpenCL C differ only in qualifiers, the thread
-index and how float16 is loaded and stored (OpenCL vload_half/vstore_half; CUDA bit conversion
-in the prelude, so no header is needed and NVRTC compiles it anywhere)."""
+"""One C renderer for the kernel IR, with OpenCL and CUDA dialects.
+
+The base class walks a kernel's expression DAG and writes C: a node used more than once (or
+named by a hint) becomes a temporary, computed once in the innermost scope that needs it; a
+Reduce becomes a loop nest; helper functions and the CUDA float16 conversions are emitted only
+when the kernel uses them. The dialects differ only in qualifiers, the thread index, the 64-bit
+type and how float16 is loaded and stored."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import string
 
-from ..hal.types import OperandType as T
+from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Reduce, ReduceOut, Select, Unary,
+                       Var, walk)
+from ..ir.kernel import Kernel
 
-# C storage type per operand type on the device; float16 is stored as 16-bit words.
-C_TYPES = {T.TENSOR_FLOAT32: "float", T.TENSOR_FLOAT16: "half", T.TENSOR_BOOL8: "uchar", T.TENSOR_INT32: "int",
-           # 8-bit quantized values, moved as they are by data-movement kernels
-           T.TENSOR_QUANT8_ASYMM: "unsigned char", T.TENSOR_QUANT8_ASYMM_SIGNED: "signed char",
-           T.TENSOR_QUANT8_SYMM_PER_CHANNEL: "signed char", T.TENSOR_QUANT8_SYMM: "signed char"}
+_INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
 
-_CUDA_PRELUDE = r"""
-typedef unsigned char uchar;
-typedef unsigned short half_bits;
-__device__ __forceinline__ float nn_half_to_float(half_bits h) {
+
+def float_literal(x: float) -> str:
+    if math.isnan(x):
+        return "(0.0f / 0.0f)"
+    if math.isinf(x):
+        return "(1.0f / 0.0f)" if x > 0 else "(-1.0f / 0.0f)"
+    text = repr(float(x))
+    literal = f"{text}f" if ("e" in text or "." in text) else f"{text}.0f"
+    return f"({literal})" if x < 0 else literal
+
+
+class CStyleRenderer:
+    dialect = ""
+    kernel_prefix = ""
+    buffer_qualifier = ""
+    restrict = "restrict"
+    gid = ""
+    helper_qualifier = ""
+    long_type = "long"
+    long_suffix = "L"
+    storage_types = {"float": "float", "half": "half", "int": "int", "bool8": "uchar", "u8": "uchar",
+                     "i8": "char", "i16": "short", "u16": "ushort"}
+
+    @property
+    def types(self) -> dict[str, str]:
+        return {"bool": "int", "int": "int", "long": self.long_type, "float": "float"}
+
+    # ---- dialect hooks --------------------------------------------------------------------
+    def prelude(self, storages: set[str]) -> list[str]:
+        return []
+
+    def load(self, ptr: str, storage: str, index: str) -> str:
+        if storage == "bool8":
+            return f"({ptr}[{index}] != 0)"
+        if storage in ("u8", "i8", "i16", "u16"):
+            return f"((int){ptr}[{index}])"
+        return f"{ptr}[{index}]"
+
+    def store(self, ptr: str, storage: str, index: str, value: str) -> str:
+        if storage == "bool8":
+            return f"{ptr}[{index}] = (uchar)(({value}) ? 1 : 0);"
+        if storage in ("u8", "i8", "i16", "u16"):
+            return f"{ptr}[{index}] = ({self.storage_types[storage]})({value});"
+        return f"{ptr}[{index}] = {value};"
+
+    def param(self, buffer: Buffer, name: str, const: bool) -> str:
+        q = "const " if const else ""
+        return f"{self.buffer_qualifier}{q}{self.storage_types[buffer.storage]}* {self.restrict} {name}"
+
+    # ---- the walk ---------------------------------------------------------------------------
+    def literal(self, c: Const) -> str:
+        if c.dtype == "float":
+            return float_literal(c.value)
+        if c.dtype == "bool":
+            return "1" if c.value else "0"
+        v = int(c.value)
+        if c.dtype == "long":
+            return f"{v}{self.long_suffix}" if v >= 0 else f"({v}{self.long_suffix})"
+        if v == -(1 << 31):
+            return "(-2147483647 - 1)"
+        return str(v) if v >= 0 else f"({v})"
+
+    def render(self, kernel: Kernel) -> str:
+        return _KernelWriter(self, kernel).source()
+
+    def render_helpers(self, helpers: list[Helper]) -> list[str]:
+        words = {"i64": self.long_type, "u64": f"unsigned {self.long_type}", "L": self.long_suffix,
+                 "UL": f"U{self.long_suffix}", "qualifier": self.helper_qualifier}
+        return [string.Template(h.source).substitute(words).strip("\n") for h in helpers]
+
+
+def _helpers_in_order(nodes: list[Expr]) -> list[Helper]:
+    order: list[Helper] = []
+
+    def add(h: Helper) -> None:
+        if h in order:
+            return
+        for dep in h.needs:
+            add(dep)
+        order.append(h)
+
+    for node in nodes:
+        if isinstance(node, Call):
+            add(node.helper)
+    return order
+
+
+class _KernelWriter:
+    def __init__(self, r: CStyleRenderer, kernel: Kernel) -> None:
+        self.r, self.kernel = r, kernel
+        self.nodes = walk(kernel.value)
+        self.refs: dict[int, int] = {}
+        for node in self.nodes:
+            for child in node.children():
+                self.refs[id(child)] = self.refs.get(id(child), 0) + 1
+        self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs())}
+        self.names: dict[int, str] = {id(kernel.index): "i"}
+        self.taken = {"i", "out", *self.params.values()}
+        self.scopes: list[dict[int, str]] = [{}]
+        self.lines: list[str] = []
+        self.depth = 1
+
+    def source(self) -> str:
+        k, r = self.kernel, self.r
+        value = self.emit(k.value)
+        body = self.lines
+        self.lines = []
+        self.line(r.store("out", k.out.storage, "i", value))
+        storages = {b.storage for b in k.inputs()} | {k.out.storage}
+        sig = [r.param(b, self.params[b.key], True) for b in k.inputs()] + [r.param(k.out, "out", False)]
+        head = [*r.prelude(storages), *r.render_helpers(_helpers_in_order(self.nodes)),
+                f"{r.kernel_prefix} {k.name}({', '.join(sig)}) {{",
+                f"    {r.long_type} i = {r.gid};",
+                f"    if (i >= {k.size}) return;"]
+        return "\n".join(head + body + self.lines + ["}"]) + "\n"
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fresh(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.taken:
+            name, n = f"{base}{n}", n + 1
+        self.taken.add(name)
+        return name
+
+    def lookup(self, node: Expr) -> str | None:
+        for scope in reversed(self.scopes):
+            if id(node) in scope:
+                return scope[id(node)]
+        return None
+
+    def emit(self, node: Expr) -> str:
+        if isinstance(node, Const):
+            return self.r.literal(node)
+        if isinstance(node, Var):
+            return self.names.get(id(node), node.name)
+        found = self.lookup(node)
+        if found is not None:
+            return found
+        if isinstance(node, (Reduce, ReduceOut)):
+            self.emit_reduce(node.reduce if isinstance(node, ReduceOut) else node)
+            return self.lookup(node)
+        text = self.expression(node)
+        if node.hint or self.refs.get(id(node), 0) > 1:
+            name = self.fresh(node.hint or "t")
+            self.line(f"{self.r.types[node.dtype]} {name} = {text};")
+            self.scopes[-1][id(node)] = name
+            return name
+        return text
+
+    def expression(self, node: Expr) -> str:
+        r = self.r
+        if isinstance(node, Load):
+            return r.load(self.params[node.buffer.key], node.buffer.storage, self.emit(node.index))
+        if isinstance(node, Binary):
+            a, b = self.emit(node.a), self.emit(node.b)
+            return f"({a} {node.op} {b})" if node.op in _INFIX else f"{node.op}({a}, {b})"
+        if isinstance(node, Unary):
+            x = self.emit(node.x)
+            return f"({node.op}{x})" if node.op in ("-", "!") else f"{node.op}({x})"
+        if isinstance(node, Select):
+            return f"({self.emit(node.cond)} ? {self.emit(node.a)} : {self.emit(node.b)})"
+        if isinstance(node, Cast):
+            return f"(({r.types[node.dtype]}){self.emit(node.x)})"
+        if isinstance(node, Call):
+            return f"{node.helper.name}({', '.join(self.emit(a) for a in node.args)})"
+        raise TypeError(f"cannot render {type(node).__name__}")
+
+    def emit_reduce(self, red: Reduce) -> None:
+        types = self.r.types
+        accs = []
+        for acc in red.accs:
+            name = self.fresh("acc")
+            self.line(f"{types[acc.init.dtype]} {name} = {self.emit(acc.init)};")
+            comp = self.fresh("comp") if acc.kahan else None
+            if comp:
+                self.line(f"{types[acc.init.dtype]} {comp} = 0.0f;")
+            accs.append((name, comp))
+        outer = self.scopes[-1]
+        outer[id(red)] = accs[0][0]
+        for k, out in red._outs.items():
+            outer[id(out)] = accs[k][0]
+        for loop in red.loops:
+            start = self.emit(loop.start) if isinstance(loop.start, Expr) else str(loop.start)
+            stop = self.emit(loop.stop) if isinstance(loop.stop, Expr) else str(loop.stop)
+            v = self.fresh(loop.var.name)
+            self.names[id(loop.var)] = v
+            self.line(f"for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; ++{v}) {{")
+            self.depth += 1
+            self.scopes.append({})
+            for var, expr in loop.lets:
+                name = self.fresh(var.name)
+                self.line(f"{types[var.dtype]} {name} = {self.emit(expr)};")
+                self.names[id(var)] = name
+            for guard in loop.guards:
+                self.line(f"if (!{self.emit(guard)}) continue;")
+        for acc, (name, comp) in zip(red.accs, accs):
+            value = self.emit(acc.body)
+            t = types[acc.init.dtype]
+            if comp:
+                y, s = self.fresh("y"), self.fresh("s")
+                self.line(f"{{ {t} {y} = {value} - {comp}; {t} {s} = {name} + {y}; "
+                          f"{comp} = ({s} - {name}) - {y}; {name} = {s}; }}")
+                continue
+            if not value.isidentifier():
+                v = self.fresh("v")
+                self.line(f"{types[acc.body.dtype]} {v} = {value};")
+                value = v
+            update = acc.combine(_named(name, acc.init.dtype), _named(value, acc.body.dtype))
+            self.line(f"{name} = {self.emit(update)};")
+        for _ in red.loops:
+            self.scopes.pop()
+            self.depth -= 1
+            self.line("}")
+
+
+def _named(name: str, dtype: str) -> Var:
+    return Var(name, dtype)
+
+
+class OpenCLRenderer(CStyleRenderer):
+    dialect = "opencl"
+    kernel_prefix = "__kernel void"
+    buffer_qualifier = "__global "
+    gid = "get_global_id(0)"
+
+    def load(self, ptr: str, storage: str, index: str) -> str:
+        return f"vload_half({index}, {ptr})" if storage == "half" else super().load(ptr, storage, index)
+
+    def store(self, ptr: str, storage: str, index: str, value: str) -> str:
+        if storage == "half":
+            return f"vstore_half_rte({value}, {index}, {ptr});"
+        return super().store(ptr, storage, index, value)
+
+
+_CUDA_HALF = r"""
+__device__ __forceinline__ float nn_half_to_float(unsigned short h) {
     unsigned int sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
     if (exp == 0) {
         if (mant == 0) { bits = sign; }
@@ -25,93 +262,47 @@ __device__ __forceinline__ float nn_half_to_float(half_bits h) {
     else { bits = sign | ((exp + 112) << 23) | (mant << 13); }
     return __uint_as_float(bits);
 }
-__device__ __forceinline__ half_bits nn_float_to_half(float f) {
+__device__ __forceinline__ unsigned short nn_float_to_half(float f) {
     unsigned int x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
-    if (absx > 0x7f800000u) return (half_bits)(sign | 0x7e00u);           /* NaN */
-    if (absx >= 0x477ff000u) return (half_bits)(sign | 0x7c00u);          /* overflow to inf */
-    if (absx < 0x38800000u) {                                              /* subnormal or zero */
+    if (absx > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);           /* NaN */
+    if (absx >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);          /* overflow to inf */
+    if (absx < 0x38800000u) {                                                   /* subnormal or zero */
         unsigned int shift = 113 - (absx >> 23);
-        if (shift > 24) return (half_bits)sign;
+        if (shift > 24) return (unsigned short)sign;
         unsigned int mant = (absx & 0x7fffffu) | 0x800000u;
         unsigned int r = mant >> (shift + 13), rem = mant & ((1u << (shift + 13)) - 1u), halfway = 1u << (shift + 12);
         if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
-        return (half_bits)(sign | r);
+        return (unsigned short)(sign | r);
     }
     unsigned int r = ((absx - 0x38000000u) >> 13), rem = absx & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;                 /* round to nearest even */
-    return (half_bits)(sign | r);
-}
-"""
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;                      /* round to nearest even */
+    return (unsigned short)(sign | r);
+}"""
 
 
-@dataclass(frozen=True)
-class Dialect:
-    name: str
-    prelude: str
-    kernel: str        # qualifier before the kernel's return type
-    global_ptr: str    # qualifier of a device pointer parameter
-    gid: str           # the flat global thread index
+class CUDARenderer(CStyleRenderer):
+    dialect = "cuda"
+    kernel_prefix = 'extern "C" __global__ void'
+    restrict = "__restrict__"
+    gid = "(blockIdx.x * (long long)blockDim.x + threadIdx.x)"
+    helper_qualifier = "__device__ __forceinline__"
+    long_type = "long long"
+    long_suffix = "LL"
+    storage_types = {**CStyleRenderer.storage_types, "half": "unsigned short", "bool8": "unsigned char",
+                     "u8": "unsigned char", "i8": "signed char", "u16": "unsigned short"}
 
-    def param(self, ctype: str, name: str, const: bool) -> str:
-        storage = {"half": "half_bits" if self.name == "cuda" else "half"}.get(ctype, ctype)
-        q = "const " if const else ""
-        return f"{self.global_ptr}{q}{storage}* {'__restrict__ ' if self.name == 'cuda' else 'restrict '}{name}"
+    def prelude(self, storages: set[str]) -> list[str]:
+        return [_CUDA_HALF.strip("\n")] if "half" in storages else []
 
-    def load(self, ctype: str, ptr: str, index: str) -> str:
-        if ctype == "half":
-            return f"nn_half_to_float({ptr}[{index}])" if self.name == "cuda" else f"vload_half({index}, {ptr})"
-        if ctype == "uchar":
-            return f"({ptr}[{index}] != 0)"
-        return f"{ptr}[{index}]"
+    def load(self, ptr: str, storage: str, index: str) -> str:
+        return f"nn_half_to_float({ptr}[{index}])" if storage == "half" else super().load(ptr, storage, index)
 
-    def store(self, ctype: str, ptr: str, index: str, value: str) -> str:
-        if ctype == "half":
-            if self.name == "cuda":
-                return f"{ptr}[{index}] = nn_float_to_half({value});"
-            return f"vstore_half_rte({value}, {index}, {ptr});"
-        if ctype == "uchar":
-            return f"{ptr}[{index}] = (uchar)(({value}) ? 1 : 0);"
-        return f"{ptr}[{index}] = {value};"
-
-    def compute_type(self, ctype: str) -> str:
-        return {"half": "float", "uchar": "int", "unsigned char": "int", "signed char": "int"}.get(ctype, ctype)
+    def store(self, ptr: str, storage: str, index: str, value: str) -> str:
+        if storage == "half":
+            return f"{ptr}[{index}] = nn_float_to_half({value});"
+        if storage == "bool8":
+            return f"{ptr}[{index}] = (unsigned char)(({value}) ? 1 : 0);"
+        return super().store(ptr, storage, index, value)
 
 
-OPENCL = Dialect("opencl", "", "__kernel void", "__global ", "get_global_id(0)")
-CUDA = Dialect("cuda", _CUDA_PRELUDE, 'extern "C" __global__ void', "", "(blockIdx.x * (long)blockDim.x + threadIdx.x)")
-DIALECTS = {"opencl": OPENCL, "cuda": CUDA}
-
-
-def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
-    """Element strides of a C-contiguous `shape` indexed by `out_shape` coordinates (numpy
-    broadcasting: right-aligned, size-1 extents get stride 0)."""
-    strides, acc = [0] * len(out_shape), 1
-    for k in range(1, len(shape) + 1):
-        d = shape[-k]
-        strides[-k] = 0 if d == 1 else acc
-        acc *= d
-    return strides
-
-
-def index_expr(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
-    """The C expression of an input's flat offset from the coordinates c0..c{n-1}."""
-    if tuple(shape) == tuple(out_shape):
-        return "i"
-    terms = [f"c{k} * {s}" for k, s in enumerate(broadcast_strides(shape, out_shape)) if s]
-    return " + ".join(terms) if terms else "0"
-
-
-def coordinates(out_shape: tuple[int, ...]) -> list[str]:
-    """C statements unravelling the flat index i into c0..c{n-1}."""
-    lines = ["long r = i;"]
-    for k in range(len(out_shape) - 1, -1, -1):
-        lines.append(f"long c{k} = r % {out_shape[k]}; r /= {out_shape[k]};")
-    return lines
-
-
-def float_literal(x: float) -> str:
-    if x != x:
-        return "(0.0f/0.0f)"
-    if x in (float("inf"), float("-inf")):
-        return "(1.0f/0.0f)" if x > 0 else "(-1.0f/0.0f)"
-    return f"{float(x)!r}f" if "e" in repr(float(x)) or "." in repr(float(x)) else f"{float(x)}.0f"
+RENDERERS: dict[str, CStyleRenderer] = {"opencl": OpenCLRenderer(), "cuda": CUDARenderer()}

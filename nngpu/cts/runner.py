@@ -27,7 +27,7 @@ class Record:
     result: str  # passed | failed | skipped
     detail: str = ""
     operations: list[str] = field(default_factory=list)
-    placement: tuple[int, int] = (0, 0)  # (operations in device kernels, on the host), first path only
+    placement: tuple[int, int] = (0, 0)  # (operations run in device kernels, on the host), first path only
 
     def as_json(self) -> dict:
         return {k: getattr(self, k) for k in ("name", "spec", "version", "path", "backend", "result", "detail")}
@@ -160,9 +160,6 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
         return records("passed", "preparation failed as expected") if case.expect_failure else \
             records("failed", f"prepareModel returned {ErrorStatus(status).name}")
     out = []
-    runner = getattr(prepared, "runner", None)
-    n_ops = len(model.operations if flat else model.main.operations)
-    placement = (getattr(runner, "device_ops", 0), getattr(runner, "host_ops", n_ops))
     for p in paths:
         ex = build_request(case)
         try:
@@ -171,8 +168,9 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
         except Exception as e:  # a runner or driver bug: report it as this case's failure
             log.exception("case %s path %s", case.name, p)
             result, detail = "failed", f"{type(e).__name__}: {e}"
-        out.append(Record(case.name, case.spec, case.version, p, backend, result, detail, ops,
-                          placement if not out else (0, 0)))
+        # where the first path's execution ran its operations
+        placement = prepared.executor.placement() if not out else (0, 0)
+        out.append(Record(case.name, case.spec, case.version, p, backend, result, detail, ops, placement))
     return out
 
 

@@ -39,15 +39,15 @@ def plan_buffer(desc: BufferDesc, prepared_models: list, input_roles: list[Buffe
                 raise AllocateError(f"{io} role names no prepared model")
             if not (isinstance(role.frequency, (int, float)) and 0.0 < role.frequency <= 1.0) or math.isnan(role.frequency):
                 raise AllocateError(f"{io} role frequency {role.frequency} outside (0, 1]")
-            runner = prepared_models[role.modelIndex].runner
-            indexes = runner.model.main.inputIndexes if io == "input" else runner.model.main.outputIndexes
+            executor = prepared_models[role.modelIndex].executor
+            indexes = executor.model.main.inputIndexes if io == "input" else executor.model.main.outputIndexes
             if not 0 <= role.ioIndex < len(indexes):
                 raise AllocateError(f"{io} role index {role.ioIndex} out of range")
-            key = Role(runner, io, role.ioIndex)
+            key = Role(executor, io, role.ioIndex)
             if key in seen:
                 raise AllocateError(f"{io} role {role.ioIndex} given twice")
             seen.add(key)
-            candidate = runner.model.main.operands[indexes[role.ioIndex]]
+            candidate = executor.model.main.operands[indexes[role.ioIndex]]
             if operand is None:
                 operand = candidate
             elif (candidate.type, candidate.scale, candidate.zeroPoint, candidate.extraParams) != \

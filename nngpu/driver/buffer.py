@@ -1,6 +1,6 @@
 """IBuffer (HAL 1.3): driver-managed device memory with roles, and the device's token table.
 
-A buffer holds one operand value on the device (a numpy array on the reference backend). It is
+A buffer holds one operand value in its backend's memory (host memory on numpy). It is
 uninitialized until copyFrom succeeds or an execution writes it as an output; a failed copyFrom
 or a failed execution that had it as an output makes it uninitialized again."""
 from __future__ import annotations
@@ -28,23 +28,22 @@ class BufferUsageError(Exception):
 
 @dataclass(frozen=True)
 class Role:
-    runner: object   # the prepared model's GraphRunner (identity)
+    executor: object   # the prepared model's executor (identity)
     io: str          # "input" | "output"
     index: int
 
 
 class DeviceBuffer(IBuffer):
-    """On the numpy backend the value is a numpy array; on a device backend it lives in one
-    backend allocation (grown when a larger shape is written) and copyTo / copyFrom move it
-    straight between that allocation and the shared memory."""
+    """The value lives in one backend allocation (grown when a larger shape is written);
+    copyTo / copyFrom move it straight between that allocation and the shared memory."""
 
-    def __init__(self, token: int, operand: Operand, dims: list[int], roles: set[Role], backend=None):
+    def __init__(self, token: int, operand: Operand, dims: list[int], roles: set[Role], backend):
         self.token = token
         self.operand = operand          # type, scale, zeroPoint, extraParams shared by all roles
         self.dims = list(dims)          # what allocate could deduce (0 = unknown)
         self.roles = roles
         self.backend = backend
-        self._value: np.ndarray | DeviceValue | None = None
+        self._value: DeviceValue | None = None
         self._storage = None            # the backend allocation
         self._capacity = 0
         self._lock = threading.Lock()
@@ -58,7 +57,7 @@ class DeviceBuffer(IBuffer):
         return dtype_of(self.operand.type)
 
     def storage(self, nbytes: int):
-        """The backend allocation, grown to at least `nbytes` (device backends only)."""
+        """The backend allocation, grown to at least `nbytes`."""
         if self._storage is None or self._capacity < nbytes:
             self._storage = self.backend.alloc(max(nbytes, 1))
             self._capacity = max(nbytes, 1)
@@ -74,10 +73,7 @@ class DeviceBuffer(IBuffer):
                 return ErrorStatus.INVALID_ARGUMENT
             try:
                 view = np.frombuffer(dst.view(0, value.nbytes), dtype=self.dtype).reshape(value.shape)
-                if isinstance(value, DeviceValue):
-                    self.backend.download(value.buf, view)
-                else:
-                    view[...] = value
+                self.backend.download(value.buf, view)
             except MemoryError_:
                 return ErrorStatus.INVALID_ARGUMENT
         return ErrorStatus.NONE
@@ -108,12 +104,12 @@ class DeviceBuffer(IBuffer):
         return ErrorStatus.NONE
 
     # ---- used by the execution path -----------------------------------------------------
-    def check_role(self, runner: object, io: str, index: int) -> None:
-        if Role(runner, io, index) not in self.roles:
+    def check_role(self, executor: object, io: str, index: int) -> None:
+        if Role(executor, io, index) not in self.roles:
             raise BufferUsageError(ErrorStatus.INVALID_ARGUMENT,
                                    f"buffer {self.token} has no {io} role {index} for this prepared model")
 
-    def read_for_input(self, request_dims: list[int]) -> np.ndarray | DeviceValue:
+    def read_for_input(self, request_dims: list[int]) -> DeviceValue:
         with self._lock:
             value = self._value
         if value is None:
@@ -130,8 +126,6 @@ class DeviceBuffer(IBuffer):
         with self._lock:
             if isinstance(value, DeviceValue):
                 self._value = value
-            elif self.backend is None:
-                self._value = np.array(value, dtype=self.dtype, copy=True)
             else:
                 host = np.ascontiguousarray(value, dtype=self.dtype)
                 buf = self.storage(host.nbytes)

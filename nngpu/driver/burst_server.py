@@ -207,7 +207,7 @@ class BurstContext(IBurstContext):
             log.info("burst: %s", e)
             return e.status, [], _NO_TIMING
         prepared = self._prepared
-        pending = begin(prepared.runner, request, measure, prepared.resolve_token)
+        pending = begin(prepared.executor, request, measure, prepared.resolve_token)
         result = pending if isinstance(pending, Result) else pending.finish()
         timing = result.timing
         if result.status != ErrorStatus.NONE:

@@ -8,8 +8,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import __version__, backends
-from ..compiler.lower import lower
-from ..compiler.plan import PlanRunner
+from ..compiler.plan import Plan
 from ..hal.interfaces import IDevice, IPreparedModelCallback
 from ..hal.types import (
     DeviceStatus,
@@ -50,10 +49,14 @@ def _notify(callback, version: int, status: ErrorStatus, prepared) -> None:
 class Device(IDevice):
     """An nngpu device on one backend ("numpy" is the reference; "auto" picks the best)."""
 
-    def __init__(self, backend: str = "numpy", name: str | None = None, fusion: bool | None = None):
+    def __init__(self, backend: str = "numpy", name: str | None = None, fusion: bool | None = None,
+                 specialise: bool | None = None):
         load_all()
         # Fusion of elementwise chains and epilogues; NNGPU_FUSION=0 turns it off (for comparison).
         self.fusion = fusion if fusion is not None else os.environ.get("NNGPU_FUSION", "1") != "0"
+        # Device plans specialised on the values shapes depend on; NNGPU_SPECIALISE=0 runs what
+        # follows such a value on the host instead.
+        self.specialise = specialise if specialise is not None else os.environ.get("NNGPU_SPECIALISE", "1") != "0"
         self.backend_name = backends.resolve(backend)
         self.backend = backends.create(self.backend_name)
         self.name = name or f"nngpu-{backend}"
@@ -77,11 +80,10 @@ class Device(IDevice):
         return DeviceStatus.AVAILABLE
 
     def getVersionString(self):
-        where = f": {self.backend.description}" if self.backend else ""
-        return ErrorStatus.NONE, f"nngpu {__version__} ({self.backend_name}{where})"
+        return ErrorStatus.NONE, f"nngpu {__version__} ({self.backend_name}: {self.backend.description})"
 
     def getType(self):
-        return ErrorStatus.NONE, self.backend.device_type if self.backend else DeviceType.CPU
+        return ErrorStatus.NONE, self.backend.device_type
 
     def getSupportedExtensions(self):
         return ErrorStatus.NONE, []
@@ -179,17 +181,10 @@ class Device(IDevice):
         return ErrorStatus.NONE
 
     def _compile(self, runner: GraphRunner):
-        """The device plan of a model on a GPU backend, or the reference runner itself."""
-        if self.backend is None:
+        """The device plan of a model on a kernel backend, or the reference runner itself."""
+        if self.backend.dialect is None:
             return runner
-        spec = lower(runner, self.backend.dialect, self.fusion)
-        if spec is None:
-            log.info("model runs on the host reference: shapes are not static")
-            return runner
-        plan = PlanRunner(runner, spec, self.backend)
-        log.info("model compiled: %d operations in %d kernels, %d on the host",
-                 plan.device_ops, len(spec.kernels), plan.host_ops)
-        return plan
+        return Plan(runner, self.backend, self.fusion, self.specialise)
 
     def prepareModel(self, model, callback):
         return self._prepare(model, HalVersion.V1_0, callback)
@@ -230,7 +225,7 @@ def _performance(backend) -> PerformanceInfo:
     """Relative figures (the numpy reference = 1.0, lower is better) the runtime uses to choose
     between devices: a GPU backend runs whole kernels on the device, a CPU OpenCL device
     (PoCL) is about on par with numpy."""
-    if backend is None:
+    if backend.dialect is None:
         return PerformanceInfo(1.0, 1.0)
     if backend.device_type == DeviceType.GPU:
         return PerformanceInfo(0.1, 0.5)

@@ -25,9 +25,9 @@ from ..memory import MemoryError_
 from ..modelutil import fully_specified, merge_dims, nbytes_of
 from ..ops.dtypes import dtype_of, is_tensor
 from ..validation import ValidationError, validate_request
-from ..backends.base import DeviceValue
 from .buffer import BufferUsageError
-from ..compiler.interpreter import ExecutionError, GraphRunner
+from ..compiler.executor import Executor
+from ..compiler.interpreter import ExecutionError
 
 log = logging.getLogger("nngpu.execution")
 
@@ -72,14 +72,14 @@ def _pools(request: Request, resolve_token) -> list[PoolView]:
     return [PoolView(p, resolve_token) for p in request.pools]
 
 
-def _check_token_argument(buffer, arg, runner, io: str, k: int) -> None:
+def _check_token_argument(buffer, arg, executor, io: str, k: int) -> None:
     if arg.location.offset != 0 or arg.location.length != 0:
         raise ValidationError(f"{io} {k}: a device buffer argument must have offset 0 and length 0")
-    buffer.check_role(runner, io, k)
+    buffer.check_role(executor, io, k)
 
 
-def _read_inputs(runner: GraphRunner, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
-    model = runner.model
+def _read_inputs(executor: Executor, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
+    model = executor.model
     values: list[np.ndarray | None] = []
     for k, (arg, idx) in enumerate(zip(request.inputs, model.main.inputIndexes)):
         operand = model.main.operands[idx]
@@ -88,7 +88,7 @@ def _read_inputs(runner: GraphRunner, request: Request, pools: list[PoolView]) -
             continue
         pool = pools[arg.location.poolIndex]
         if pool.buffer is not None:
-            _check_token_argument(pool.buffer, arg, runner, "input", k)
+            _check_token_argument(pool.buffer, arg, executor, "input", k)
             values.append(pool.buffer.read_for_input(arg.dimensions))
             continue
         dims = merge_dims(operand.dimensions, arg.dimensions)
@@ -144,7 +144,7 @@ def _write_outputs(request: Request, pools: list[PoolView], outputs: list[np.nda
 class Pending:
     """A request that passed validation, its inputs read: ready to run on any thread."""
 
-    runner: GraphRunner
+    executor: Executor
     request: Request
     measure: MeasureTiming
     pools: list[PoolView]
@@ -165,14 +165,10 @@ class Pending:
         try:
             t1 = time.perf_counter_ns()
             deadline = time.monotonic_ns() + self.loop_timeout_ns
-            if getattr(self.runner, "device_resident", False):
-                # Device-buffer inputs and outputs stay on the device (no host round trip).
-                out_buffers = {k: self.pools[a.location.poolIndex].buffer for k, a in enumerate(self.request.outputs)
-                               if not a.hasNoValue and self.pools[a.location.poolIndex].buffer is not None}
-                outputs = self.runner.run(self.inputs, deadline_ns=deadline, out_buffers=out_buffers)
-            else:
-                inputs = [v.to_host() if isinstance(v, DeviceValue) else v for v in self.inputs]
-                outputs = self.runner.run(inputs, deadline_ns=deadline)
+            # Device-buffer outputs may stay on the device (no host round trip).
+            out_buffers = {k: self.pools[a.location.poolIndex].buffer for k, a in enumerate(self.request.outputs)
+                           if not a.hasNoValue and self.pools[a.location.poolIndex].buffer is not None}
+            outputs = self.executor.execute(self.inputs, out_buffers, deadline)
             t2 = time.perf_counter_ns()
             failed = _write_outputs(self.request, self.pools, outputs)
         except ExecutionError as e:
@@ -192,7 +188,7 @@ class Pending:
         return Result(ErrorStatus.NONE, shapes, timing)
 
 
-def begin(runner: GraphRunner, request: Request, measure: MeasureTiming = MeasureTiming.NO,
+def begin(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
           resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None) -> Pending | Result:
     """Validate `request` and read its inputs: a Pending to finish, or the failure Result."""
     t0 = time.perf_counter_ns()
@@ -203,13 +199,13 @@ def begin(runner: GraphRunner, request: Request, measure: MeasureTiming = Measur
             loop_timeout_ns = int(LoopTimeoutDurationNs.DEFAULT)
         elif not 0 <= loop_timeout_ns <= LoopTimeoutDurationNs.MAXIMUM:
             raise ValidationError(f"loop timeout {loop_timeout_ns} ns outside [0, MAXIMUM]")
-        validate_request(request, runner.model)
+        validate_request(request, executor.model)
         pools = _pools(request, resolve_token)
         for k, arg in enumerate(request.outputs):
             pool = pools[arg.location.poolIndex] if not arg.hasNoValue else None
             if pool is not None and pool.buffer is not None:
-                _check_token_argument(pool.buffer, arg, runner, "output", k)
-        inputs = _read_inputs(runner, request, pools)
+                _check_token_argument(pool.buffer, arg, executor, "output", k)
+        inputs = _read_inputs(executor, request, pools)
     except (ValidationError, MemoryError_) as e:
         return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
     except BufferUsageError as e:
@@ -217,11 +213,11 @@ def begin(runner: GraphRunner, request: Request, measure: MeasureTiming = Measur
     except Exception as e:  # malformed objects of any kind are the caller's error
         log.exception("request could not be read")
         return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
-    return Pending(runner, request, measure, pools, inputs, t0, loop_timeout_ns)
+    return Pending(executor, request, measure, pools, inputs, t0, loop_timeout_ns)
 
 
-def run(runner: GraphRunner, request: Request, measure: MeasureTiming = MeasureTiming.NO,
+def run(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
         resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None) -> Result:
-    """Execute `request` on a prepared model's runner. Never raises."""
-    pending = begin(runner, request, measure, resolve_token, loop_timeout_ns)
+    """Execute `request` on a prepared model's executor. Never raises."""
+    pending = begin(executor, request, measure, resolve_token, loop_timeout_ns)
     return pending if isinstance(pending, Result) else pending.finish()

@@ -1,4 +1,5 @@
-"""IPreparedModel: a validated model with its constants read, executable from any thread."""
+"""IPreparedModel: a validated model on its executor (the reference or a device plan),
+executable from any thread."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +9,7 @@ from typing import Any, Callable
 from ..hal.interfaces import IExecutionCallback, IPreparedModel
 from ..hal.types import ErrorStatus, MeasureTiming, OptionalTimePoint, OptionalTimeoutDuration, Request, Timing
 from .execution import Result, begin, run
-from ..compiler.interpreter import GraphRunner
+from ..compiler.executor import Executor
 
 log = logging.getLogger("nngpu.prepared_model")
 
@@ -33,22 +34,22 @@ def _nanoseconds(duration: OptionalTimeoutDuration | None) -> int | None:
 
 
 class PreparedModel(IPreparedModel):
-    def __init__(self, runner: GraphRunner, resolve_token: Callable[[int], Any] | None = None):
-        self.runner = runner
+    def __init__(self, executor: Executor, resolve_token: Callable[[int], Any] | None = None):
+        self.executor = executor
         self.resolve_token = resolve_token
 
     @property
     def model(self):
-        return self.runner.model
+        return self.executor.model
 
     def _run(self, request: Request, measure: MeasureTiming, loop_timeout: OptionalTimeoutDuration | None = None) -> Result:
-        return run(self.runner, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
+        return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
 
     def _launch(self, request: Request, measure: MeasureTiming, callback, version: int,
                 loop_timeout: OptionalTimeoutDuration | None = None) -> ErrorStatus:
         if callback is None or not hasattr(callback, "notify"):
             return ErrorStatus.INVALID_ARGUMENT
-        pending = begin(self.runner, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
+        pending = begin(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
         if isinstance(pending, Result):  # a bad request: reported by the return value and the callback
             _notify(callback, pending, version)
             return pending.status

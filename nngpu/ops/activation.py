@@ -58,7 +58,7 @@ def _relu_reference(act: Act):
 _RELU_TYPES = [(_F32, V.V1_0), (_Q8, V.V1_0), (_F16, V.V1_2), (_Q8S, V.V1_3)]
 for _op, _act in {Op.RELU: Act.RELU, Op.RELU1: Act.RELU1, Op.RELU6: Act.RELU6}.items():
     register(OpSpec(_op, same_type_sigs(_RELU_TYPES, 1), _relu_reference(_act),
-                    validate=_validate_same_quant, lowering="elementwise"))
+                    validate=_validate_same_quant))
 
 
 def _rescaled_input(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,9 +125,9 @@ def _tanh(ctx: OpContext) -> list[np.ndarray]:
 
 
 register(OpSpec(Op.LOGISTIC, same_type_sigs(_RELU_TYPES, 1), _logistic,
-                validate=_validate_out_quant(Op.LOGISTIC), lowering="elementwise"))
+                validate=_validate_out_quant(Op.LOGISTIC)))
 register(OpSpec(Op.TANH, same_type_sigs([(_F32, V.V1_0), (_F16, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], 1),
-                _tanh, validate=_validate_out_quant(Op.TANH), lowering="elementwise"))
+                _tanh, validate=_validate_out_quant(Op.TANH)))
 
 
 # ---- PRELU ---------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def _validate_prelu(ctx: OpContext) -> None:
 
 
 register(OpSpec(Op.PRELU, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], 2),
-                _prelu, validate=_validate_prelu, lowering="elementwise"))
+                _prelu, validate=_validate_prelu))
 
 
 # ---- HARD_SWISH ----------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def _hard_swish(ctx: OpContext) -> list[np.ndarray]:
 
 
 register(OpSpec(Op.HARD_SWISH, same_type_sigs([(t, V.V1_3) for t in (_F16, _F32, _Q8, _Q8S)], 1),
-                _hard_swish, lowering="elementwise"))
+                _hard_swish))
 
 
 # ---- ELU -----------------------------------------------------------------------------------
@@ -239,4 +239,4 @@ def _elu(ctx: OpContext) -> list[np.ndarray]:
 
 
 register(OpSpec(Op.ELU, [sig([_F16, T.FLOAT16], [_F16], V.V1_3), sig([_F32, T.FLOAT32], [_F32], V.V1_3)],
-                _elu, lowering="elementwise"))
+                _elu))

@@ -61,7 +61,7 @@ _COMPARISONS = {Op.EQUAL: np.equal, Op.NOT_EQUAL: np.not_equal, Op.GREATER: np.g
                 Op.GREATER_EQUAL: np.greater_equal, Op.LESS: np.less, Op.LESS_EQUAL: np.less_equal}
 for _op, _fn in _COMPARISONS.items():
     register(OpSpec(_op, same_type_sigs(_COMPARE_TYPES, 2, out=_B8), _compare_reference(_fn),
-                    validate=_validate_broadcast, lowering="elementwise"))
+                    validate=_validate_broadcast))
 
 
 # ---- logical -------------------------------------------------------------------------------
@@ -76,10 +76,10 @@ def _logical_reference(fn: Callable) -> Callable[[OpContext], list[np.ndarray]]:
 
 for _op, _fn in {Op.LOGICAL_AND: np.logical_and, Op.LOGICAL_OR: np.logical_or}.items():
     register(OpSpec(_op, [sig([_B8, _B8], [_B8], V.V1_2)], _logical_reference(_fn),
-                    validate=_validate_broadcast, lowering="elementwise"))
+                    validate=_validate_broadcast))
 
 register(OpSpec(Op.LOGICAL_NOT, [sig([_B8], [_B8], V.V1_2)],
-                lambda ctx: [np.logical_not(ctx.input(0).astype(bool))], lowering="elementwise"))
+                lambda ctx: [np.logical_not(ctx.input(0).astype(bool))]))
 
 
 # ---- MAXIMUM / MINIMUM ---------------------------------------------------------------------
@@ -97,7 +97,7 @@ def _minmax_reference(fn: Callable) -> Callable[[OpContext], list[np.ndarray]]:
 _MINMAX_TYPES = [(_F16, V.V1_2), (_F32, V.V1_2), (_I32, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)]
 for _op, _fn in {Op.MAXIMUM: np.maximum, Op.MINIMUM: np.minimum}.items():
     register(OpSpec(_op, same_type_sigs(_MINMAX_TYPES, 2), _minmax_reference(_fn),
-                    validate=_validate_broadcast, lowering="elementwise"))
+                    validate=_validate_broadcast))
 
 
 # ---- SELECT --------------------------------------------------------------------------------
@@ -118,4 +118,4 @@ def _select(ctx: OpContext) -> list[np.ndarray]:
 
 
 register(OpSpec(Op.SELECT, [sig([_B8, t, t], [t], v) for t, v in _MINMAX_TYPES], _select,
-                validate=_validate_select, lowering="elementwise"))
+                validate=_validate_select))

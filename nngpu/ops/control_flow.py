@@ -78,5 +78,5 @@ def _validate_while(ctx: OpContext) -> None:
         raise OpError("WHILE body subgraph has the wrong signature")
 
 
-register(OpSpec(OperationType.IF, [], _if, _validate_if, matcher=_if_matcher))
-register(OpSpec(OperationType.WHILE, [], _while, _validate_while, matcher=_while_matcher))
+register(OpSpec(OperationType.IF, [], _if, _validate_if, matcher=_if_matcher, foldable=False))
+register(OpSpec(OperationType.WHILE, [], _while, _validate_while, matcher=_while_matcher, foldable=False))

@@ -362,10 +362,10 @@ _GROUPED_FORMS = [([I32] * 8 + [BOOL], HalVersion.V1_2), ([I32] * 5 + [BOOL], Ha
 _TRANSPOSE_FORMS = [([I32] * 7 + [BOOL], HalVersion.V1_2), ([TI32] + [I32] * 4 + [BOOL], HalVersion.V1_2)]
 
 register(OpSpec(Op.CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _CONV_FORMS), _conv_ref,
-                _make_validate(_conv_params, 0, True), lowering="gemm"))
+                _make_validate(_conv_params, 0, True)))
 register(OpSpec(Op.DEPTHWISE_CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _DEPTHWISE_FORMS), _depthwise_ref,
-                _make_validate(_depthwise_params, 3, True), lowering="gemm"))
+                _make_validate(_depthwise_params, 3, True)))
 register(OpSpec(Op.GROUPED_CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _GROUPED_FORMS), _grouped_ref,
-                _make_validate(_grouped_params, 0, False), lowering="gemm"))
+                _make_validate(_grouped_params, 0, False)))
 register(OpSpec(Op.TRANSPOSE_CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _TRANSPOSE_FORMS), _transpose_ref,
-                _make_validate(_transpose_params, 0, False), lowering="gemm"))
+                _make_validate(_transpose_params, 0, False)))

@@ -24,8 +24,11 @@ from .quant import (
     quantize_multiplier,
     wrap_int32,
 )
+from ..ir import elementwise, fn
+from ._device import activation, floats
+from .node import OpNode
 from .registry import HalVersion as V
-from .registry import OpContext, OpError, OpSpec, register, sig
+from .registry import OpContext, OpError, OpSpec, Pattern, broadcast_shapes, register, sig
 
 MAX_RANK = 4
 
@@ -169,9 +172,23 @@ _TYPES: dict[Op, list[tuple[T, V]]] = {
     Op.DIV: [(_F32, V.V1_1), (_F16, V.V1_2), (_I32, V.V1_3)],
 }
 
+_C_BINARY = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
+             Op.DIV: lambda a, b: a / b}
+
+
+def _float_binary(op: Op):
+    def build(node: OpNode, ins: list):
+        act = int(node.scalar(2))
+        return elementwise(node.out_shape(0), "float", lambda a, b: activation(_C_BINARY[op](a, b), act), *ins[:2])
+    build.__name__ = f"float_{op.name.lower()}"
+    return build
+
+
 for _op, _types in _TYPES.items():
-    register(OpSpec(_op, same_type_sigs(_types, 2, (T.INT32,)), _binary_reference(_op),
-                    validate=_validate_mul if _op == Op.MUL else _validate_binary, lowering="elementwise"))
+    _spec = register(OpSpec(_op, same_type_sigs(_types, 2, (T.INT32,)), _binary_reference(_op),
+                            validate=_validate_mul if _op == Op.MUL else _validate_binary,
+                            shape=broadcast_shapes(0, 1), pattern=Pattern.ELEMENTWISE))
+    _spec.device(floats(0, 1))(_float_binary(_op))
 
 
 # ---- POW -----------------------------------------------------------------------------------
@@ -188,5 +205,10 @@ def _validate_pow(ctx: OpContext) -> None:
         broadcast_shape(tuple(a), tuple(b))
 
 
-register(OpSpec(Op.POW, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2)], 2), _pow, validate=_validate_pow,
-                lowering="elementwise"))
+POW = register(OpSpec(Op.POW, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2)], 2), _pow, validate=_validate_pow,
+                      shape=broadcast_shapes(0, 1), pattern=Pattern.ELEMENTWISE))
+
+
+@POW.device(floats(0, 1))
+def _float_pow(node: OpNode, ins: list):
+    return elementwise(node.out_shape(0), "float", lambda a, b: fn("pow", a, b), *ins)

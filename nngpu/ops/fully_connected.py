@@ -92,4 +92,4 @@ def _validate(ctx: OpContext) -> None:
 
 
 register(OpSpec(Op.FULLY_CONNECTED, build_signatures(_CONFIGS, [([I32], HalVersion.V1_0)]), _reference,
-                _validate, lowering="gemm"))
+                _validate))

@@ -52,9 +52,9 @@ def _validate_hashtable(ctx: OpContext) -> None:
 _EMBEDDING_TYPES = ((T.TENSOR_FLOAT32, V.V1_0), (T.TENSOR_INT32, V.V1_2), (T.TENSOR_QUANT8_ASYMM, V.V1_2),
                     (T.TENSOR_FLOAT16, V.V1_3), (T.TENSOR_QUANT8_ASYMM_SIGNED, V.V1_3))
 register(OpSpec(Op.EMBEDDING_LOOKUP, [sig([T.TENSOR_INT32, t], [t], v) for t, v in _EMBEDDING_TYPES],
-                _embedding_lookup, _validate_embedding, lowering="movement"))
+                _embedding_lookup, _validate_embedding))
 
 register(OpSpec(Op.HASHTABLE_LOOKUP,
                 [sig([T.TENSOR_INT32, T.TENSOR_INT32, t], [t, T.TENSOR_QUANT8_ASYMM], V.V1_0)
                  for t in (T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_QUANT8_ASYMM)],
-                _hashtable_lookup, _validate_hashtable, lowering="host"))
+                _hashtable_lookup, _validate_hashtable))

@@ -216,4 +216,4 @@ def _signatures():
     return out
 
 
-register(OpSpec(OperationType.LSH_PROJECTION, _signatures(), _reference, lowering="host"))
+register(OpSpec(OperationType.LSH_PROJECTION, _signatures(), _reference))

@@ -295,6 +295,6 @@ def _bi_signatures():
     return out
 
 
-register(OpSpec(OperationType.LSTM, _lstm_signatures(), _lstm, lowering="host"))
-register(OpSpec(OperationType.UNIDIRECTIONAL_SEQUENCE_LSTM, _uni_signatures(), _unidirectional, lowering="host"))
-register(OpSpec(OperationType.BIDIRECTIONAL_SEQUENCE_LSTM, _bi_signatures(), _bidirectional, lowering="host"))
+register(OpSpec(OperationType.LSTM, _lstm_signatures(), _lstm))
+register(OpSpec(OperationType.UNIDIRECTIONAL_SEQUENCE_LSTM, _uni_signatures(), _unidirectional))
+register(OpSpec(OperationType.BIDIRECTIONAL_SEQUENCE_LSTM, _bi_signatures(), _bidirectional))

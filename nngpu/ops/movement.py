@@ -195,33 +195,33 @@ def _channel_shuffle(ctx: OpContext) -> list[np.ndarray]:
 
 register(OpSpec(Op.CONCATENATION,
                 [Variadic((T.INT32,), (t,), v, in_repeat=t) for t, v in typed(CORE4, V.V1_0)],
-                _concatenation, rules(outputs=0, min_rank=1, extra=_concat_quant_rule), lowering="movement"))
+                _concatenation, rules(outputs=0, min_rank=1, extra=_concat_quant_rule)))
 
 register(OpSpec(Op.TRANSPOSE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
-                _transpose, rules(), lowering="movement"))
+                _transpose, rules()))
 
 register(OpSpec(Op.PAD, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
-                _pad, rules(extra=nonzero_quant8_offset_needs_v1_2), lowering="movement"))
+                _pad, rules(extra=nonzero_quant8_offset_needs_v1_2)))
 
 register(OpSpec(Op.PAD_V2, [sig([t, T.TENSOR_INT32, _SCALAR_OF[t]], [t], v) for t, v in typed(CORE4, V.V1_2)],
-                _pad, rules(), lowering="movement"))
+                _pad, rules()))
 
 register(OpSpec(Op.SLICE, [sig([t, T.TENSOR_INT32, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
-                _slice, rules(max_rank=None, min_rank=1), lowering="movement"))
+                _slice, rules(max_rank=None, min_rank=1)))
 
 register(OpSpec(Op.STRIDED_SLICE,
                 [sig([t, T.TENSOR_INT32, T.TENSOR_INT32, T.TENSOR_INT32, T.INT32, T.INT32, T.INT32], [t], v)
                  for t, v in typed(CORE4, V.V1_1)],
-                _strided_slice, rules(), lowering="movement"))
+                _strided_slice, rules()))
 
 register(OpSpec(Op.SPLIT, [Variadic((t, T.INT32, T.INT32), (), v, out_repeat=t) for t, v in typed(CORE4_I32, V.V1_2)],
-                _split, rules(outputs=None, max_rank=None, min_rank=1), lowering="movement"))
+                _split, rules(outputs=None, max_rank=None, min_rank=1)))
 
 register(OpSpec(Op.TILE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
-                _tile, rules(max_rank=None, min_rank=1), lowering="movement"))
+                _tile, rules(max_rank=None, min_rank=1)))
 
 register(OpSpec(Op.GATHER, [sig([t, T.INT32, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
-                _gather, rules(max_rank=None, min_rank=1), lowering="movement"))
+                _gather, rules(max_rank=None, min_rank=1)))
 
 register(OpSpec(Op.CHANNEL_SHUFFLE, [sig([t, T.INT32, T.INT32], [t], v) for t, v in typed(CORE4, V.V1_2)],
-                _channel_shuffle, rules(), lowering="movement"))
+                _channel_shuffle, rules()))

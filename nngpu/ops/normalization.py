@@ -188,9 +188,8 @@ def _model_rules_lrn(ctx: OpContext) -> None:
     ranks_before_v1_2(ctx, (4,))
 
 
-register(OpSpec(Op.L2_NORMALIZATION, _l2_sigs(), _l2_reference, validate=_model_rules_l2, lowering="reduction"))
-register(OpSpec(Op.LOCAL_RESPONSE_NORMALIZATION, _lrn_sigs(), _lrn_reference, validate=_model_rules_lrn,
-                lowering="reduction"))
+register(OpSpec(Op.L2_NORMALIZATION, _l2_sigs(), _l2_reference, validate=_model_rules_l2))
+register(OpSpec(Op.LOCAL_RESPONSE_NORMALIZATION, _lrn_sigs(), _lrn_reference, validate=_model_rules_lrn))
 register(OpSpec(Op.INSTANCE_NORMALIZATION,
                 [sig([t, _SCALAR_OF[t], _SCALAR_OF[t], _SCALAR_OF[t], T.BOOL], [t], V.V1_2) for t in (_F32, _F16)],
-                _instance_reference, validate=_validate_instance, lowering="reduction"))
+                _instance_reference, validate=_validate_instance))

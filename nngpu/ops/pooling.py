@@ -165,7 +165,6 @@ def _signatures(types: list[tuple]) -> list:
 
 
 _ALL = [(F32, HalVersion.V1_0), (Q8, HalVersion.V1_0), (F16, HalVersion.V1_2), (S8, HalVersion.V1_3)]
-register(OpSpec(Op.AVERAGE_POOL_2D, _signatures(_ALL), _average, _validate, lowering="reduction"))
-register(OpSpec(Op.MAX_POOL_2D, _signatures(_ALL), _max, _validate, lowering="reduction"))
-register(OpSpec(Op.L2_POOL_2D, _signatures([(F32, HalVersion.V1_0), (F16, HalVersion.V1_2)]), _l2, _validate,
-                lowering="reduction"))
+register(OpSpec(Op.AVERAGE_POOL_2D, _signatures(_ALL), _average, _validate))
+register(OpSpec(Op.MAX_POOL_2D, _signatures(_ALL), _max, _validate))
+register(OpSpec(Op.L2_POOL_2D, _signatures([(F32, HalVersion.V1_0), (F16, HalVersion.V1_2)]), _l2, _validate))

@@ -414,4 +414,4 @@ assert len(_INPUT_TYPES) == NUM_INPUTS
 
 register(OpSpec(OperationType.QUANTIZED_LSTM,
                 [sig(_INPUT_TYPES, [S8, Q16, S8], HalVersion.V1_3)],
-                _reference, validate=_validate, lowering="host"))
+                _reference, validate=_validate))

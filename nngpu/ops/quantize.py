@@ -33,7 +33,7 @@ def _quantize(ctx: OpContext) -> list[np.ndarray]:
 
 
 register(OpSpec(Op.QUANTIZE, [sig([f], [q], v) for f in (_F16, _F32)
-                              for q, v in ((_Q8, V.V1_2), (_Q8S, V.V1_3))], _quantize, lowering="elementwise"))
+                              for q, v in ((_Q8, V.V1_2), (_Q8S, V.V1_3))], _quantize))
 
 
 def _dequantize(ctx: OpContext) -> list[np.ndarray]:
@@ -55,5 +55,4 @@ def _dequantize(ctx: OpContext) -> list[np.ndarray]:
 _DEQ_SIGS = [sig([_Q8], [_F32], V.V1_0), sig([_Q8], [_F16], V.V1_2)]
 _DEQ_SIGS += [sig([q], [f], V.V1_2) for q in (_Q8SYMM, _Q8PC) for f in (_F16, _F32)]
 _DEQ_SIGS += [sig([_Q8S], [f], V.V1_3) for f in (_F16, _F32)]
-register(OpSpec(Op.DEQUANTIZE, _DEQ_SIGS, _dequantize, validate=lambda ctx: check_rank(ctx, (0,)),
-                lowering="elementwise"))
+register(OpSpec(Op.DEQUANTIZE, _DEQ_SIGS, _dequantize, validate=lambda ctx: check_rank(ctx, (0,))))

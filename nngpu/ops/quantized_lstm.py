@@ -224,4 +224,4 @@ def _q16_reference(ctx: OpContext) -> list[np.ndarray]:
 Q8, I32, Q16 = T.TENSOR_QUANT8_ASYMM, T.TENSOR_INT32, T.TENSOR_QUANT16_SYMM
 register(OpSpec(OperationType.QUANTIZED_16BIT_LSTM,
                 [sig([Q8] * 9 + [I32] * 4 + [Q16, Q8], [Q16, Q8], HalVersion.V1_2)],
-                _q16_reference, lowering="host"))
+                _q16_reference))

@@ -43,4 +43,4 @@ register(OpSpec(
     OperationType.RANDOM_MULTINOMIAL,
     [sig([t, T.INT32, T.TENSOR_INT32], [T.TENSOR_INT32], HalVersion.V1_2)
      for t in (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)],
-    _reference, lowering="host"))
+    _reference, foldable=False))

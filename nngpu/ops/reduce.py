@@ -150,4 +150,4 @@ _TYPES: dict[Op, list[tuple[T, V]]] = {
 for _op, _types in _TYPES.items():
     _keep = T.INT32 if _op == Op.MEAN else T.BOOL  # MEAN predates the BOOL operand type
     register(OpSpec(_op, [sig([_t, T.TENSOR_INT32, _keep], [_t], _v) for _t, _v in _types],
-                    _reference(_op), validate=_validate, lowering="reduction"))
+                    _reference(_op), validate=_validate))

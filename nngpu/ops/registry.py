@@ -1,9 +1,8 @@
-"""The operation table: one OpSpec per OperationType.
+"""The operation table: one OpSpec per OperationType, the single definition of its operation.
 
-Each op family module (nngpu/ops/<family>.py) calls `register(OpSpec(...))` at import time. The
-signature list drives model validation, getSupportedOperations and the HAL version a model needs;
-`validate` adds the op's own rules; `reference` is the numpy kernel that defines its semantics.
-"""
+Each op family module (nngpu/ops/<family>.py) calls `register(OpSpec(...))` at import time and
+registers its device implementations on the spec (`@SPEC.device(...)`). The compiler uses only
+the spec's public members; OpNode (node.py) is the operation as the compiler sees it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -98,6 +97,10 @@ class OpContext:
     def is_omitted(self, i: int) -> bool:
         return i >= self.num_inputs or self.in_operand(i).lifetime == OperandLifeTime.NO_VALUE
 
+    def in_shape(self, i: int) -> tuple[int, ...]:
+        """Input i's shape (so a shape function serves the reference too)."""
+        return tuple(np.shape(self.input(i)))
+
     def input(self, i: int) -> np.ndarray:
         v = self.values[i]
         if v is None:
@@ -118,19 +121,57 @@ class OpContext:
 
 Reference = Callable[[OpContext], list[np.ndarray]]
 Validate = Callable[[OpContext], None]
+ShapeFn = Callable[["OpNode"], list[tuple[int, ...]]]
+
+
+class Pattern(IntEnum):
+    """How an operation's outputs relate to its inputs, which decides what fusion may do:
+    ELEMENTWISE and INJECTIVE outputs (each element from one element of each input, or a
+    copy of one input element) fold into their consumer's kernel; a REDUCTION (windows,
+    reductions) takes elementwise consumers as its epilogue but reads stored inputs; OPAQUE
+    operations run on their own."""
+
+    ELEMENTWISE = 0
+    INJECTIVE = 1
+    REDUCTION = 2
+    OPAQUE = 3
+
+
+@dataclass
+class DeviceImpl:
+    """One way to compute an operation on a device: `build(node, inputs)` returns the output
+    Computes (see nngpu.ir); it is tried when `applies(node)` holds, lower ranks first."""
+
+    name: str
+    rank: int
+    applies: Callable[["OpNode"], bool]
+    build: Callable
+
+
+def _always(node) -> bool:
+    return True
 
 
 @dataclass
 class OpSpec:
+    """Everything about one operation: operand-type signatures per HAL version (validation,
+    getSupportedOperations), `validate` (its own model rules), `reference` (the numpy kernel
+    that defines its semantics), `params` (its parameters parsed into a typed object), `shape`
+    (output shapes from input shapes and the values it needs), the fusion `pattern`, and its
+    device implementations, registered with `device`."""
+
     type: OperationType
     signatures: list[Signature]
     reference: Reference
     validate: Validate | None = None      # op-specific model rules; raise OpError
-    lowering: str = "host"                # compiler hint: elementwise, gemm, reduction, movement, host
-    notes: str = field(default="", repr=False)
+    shape: ShapeFn | None = None          # None: the shapes are known only once it has run
+    params: Callable[[OpContext], object] | None = None
+    pattern: Pattern = Pattern.OPAQUE
+    foldable: bool = True                 # False: never computed ahead of time (random, control flow)
     # For ops whose operand list is variadic in count and type (IF, WHILE): returns the version
     # the operand types need, or None. Replaces the signature table when set.
     matcher: Callable[[Sequence[int], Sequence[int]], HalVersion | None] | None = None
+    implementations: list[DeviceImpl] = field(default_factory=list, repr=False)
 
     def match(self, in_types: Sequence[int], out_types: Sequence[int]) -> Signature | None:
         """The lowest-version signature these operand types match, or None."""
@@ -142,6 +183,33 @@ class OpSpec:
             if s.matches(in_types, out_types) and (best is None or s.version < best.version):
                 best = s
         return best
+
+    def device(self, applies: Callable[["OpNode"], bool] = _always, rank: int = 0) -> Callable:
+        """Decorator registering a device implementation of this operation."""
+        def register_impl(build: Callable) -> Callable:
+            self.implementations.append(DeviceImpl(build.__name__, rank, applies, build))
+            self.implementations.sort(key=lambda d: d.rank)
+            return build
+        return register_impl
+
+    def candidates(self, node: "OpNode") -> list[DeviceImpl]:
+        """The device implementations that apply to `node`, best first."""
+        return [d for d in self.implementations if d.applies(node)]
+
+
+def same_shape(i: int = 0) -> ShapeFn:
+    """Shape function: every output has input i's shape."""
+    return lambda node: [node.in_shape(i)] * node.num_outputs
+
+
+def broadcast_shapes(*positions: int) -> ShapeFn:
+    """Shape function: one output, the numpy broadcast of the listed inputs' shapes."""
+    def shape(node: "OpNode") -> list[tuple[int, ...]]:
+        try:
+            return [tuple(np.broadcast_shapes(*[node.in_shape(p) for p in positions]))]
+        except ValueError as e:
+            raise OpError(f"incompatible dimensions: {e}") from None
+    return shape
 
 
 REGISTRY: dict[OperationType, OpSpec] = {}

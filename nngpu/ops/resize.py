@@ -109,4 +109,4 @@ def _signatures(kind: Op) -> list:
 
 
 for _kind in (Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR):
-    register(OpSpec(_kind, _signatures(_kind), _resize(_kind), rules(min_rank=4), lowering="movement"))
+    register(OpSpec(_kind, _signatures(_kind), _resize(_kind), rules(min_rank=4)))

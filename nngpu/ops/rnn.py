@@ -163,6 +163,6 @@ def _signatures_bi():
     return out
 
 
-register(OpSpec(OperationType.RNN, _signatures_rnn(), _rnn, lowering="host"))
-register(OpSpec(OperationType.UNIDIRECTIONAL_SEQUENCE_RNN, _signatures_uni(), _unidirectional, lowering="host"))
-register(OpSpec(OperationType.BIDIRECTIONAL_SEQUENCE_RNN, _signatures_bi(), _bidirectional, lowering="host"))
+register(OpSpec(OperationType.RNN, _signatures_rnn(), _rnn))
+register(OpSpec(OperationType.UNIDIRECTIONAL_SEQUENCE_RNN, _signatures_uni(), _unidirectional))
+register(OpSpec(OperationType.BIDIRECTIONAL_SEQUENCE_RNN, _signatures_bi(), _bidirectional))

@@ -75,7 +75,7 @@ def _topk_reference(ctx: OpContext) -> list[np.ndarray]:
 
 for _op, _fn in ((Op.ARGMAX, np.argmax), (Op.ARGMIN, np.argmin)):
     register(OpSpec(_op, [sig([t, T.INT32], [_I32], v) for t, v in _TYPES], _arg_reference(_fn),
-                    validate=_validate_arg, lowering="reduction"))
+                    validate=_validate_arg))
 
 register(OpSpec(Op.TOPK_V2, [sig([t, T.INT32], [t, _I32], v) for t, v in _TYPES], _topk_reference,
-                validate=_validate_topk, lowering="host"))
+                validate=_validate_topk))

@@ -6,7 +6,8 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ._movement_util import CORE4, CORE4_I32, V, check_rank, int_vector, rules, typed
-from .registry import OpContext, OpError, OpSpec, register, sig
+from ..ir.tensor import View
+from .registry import OpContext, OpError, OpSpec, Pattern, register, sig
 
 
 def resolve_shape(n_elements: int, shape: np.ndarray) -> tuple[int, ...]:
@@ -27,64 +28,91 @@ def resolve_shape(n_elements: int, shape: np.ndarray) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def _reshape_shape(node: OpContext) -> list[tuple[int, ...]]:
+    n = int(np.prod(node.in_shape(0), dtype=np.int64))
+    dims = resolve_shape(n, int_vector(node, 1, what="shape"))
+    if len(dims) > 4:
+        raise OpError(f"output rank {len(dims)} above 4")
+    return [dims]
+
+
 def _reshape(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.input(0)
     check_rank(x)
-    dims = resolve_shape(x.size, int_vector(ctx, 1, what="shape"))
-    if len(dims) > 4:
-        raise OpError(f"output rank {len(dims)} above 4")
-    return [x.reshape(dims)]
+    return [x.reshape(_reshape_shape(ctx)[0])]
+
+
+def _squeeze_shape(node: OpContext) -> list[tuple[int, ...]]:
+    shape = node.in_shape(0)
+    if not node.is_omitted(1):
+        axes = set()
+        for a in int_vector(node, 1, what="squeeze axes"):
+            a = int(a) + len(shape) if a < 0 else int(a)
+            if not 0 <= a < len(shape) or shape[a] != 1:
+                raise OpError(f"cannot squeeze axis {a} of shape {list(shape)}")
+            axes.add(a)
+    else:
+        axes = {a for a, d in enumerate(shape) if d == 1}
+    dims = [d for a, d in enumerate(shape) if a not in axes]
+    return [tuple(dims or [1])]  # the spec: squeezing every dimension gives shape [1]
 
 
 def _squeeze(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.input(0)
     check_rank(x)
-    if ctx.has_input(1):
-        axes = set()
-        for a in int_vector(ctx, 1, what="squeeze axes"):
-            a = int(a) + x.ndim if a < 0 else int(a)
-            if not 0 <= a < x.ndim or x.shape[a] != 1:
-                raise OpError(f"cannot squeeze axis {a} of shape {list(x.shape)}")
-            axes.add(a)
-    else:
-        axes = {a for a, d in enumerate(x.shape) if d == 1}
-    dims = [d for a, d in enumerate(x.shape) if a not in axes]
-    return [x.reshape(dims or [1])]  # the spec: squeezing every dimension gives shape [1]
+    return [x.reshape(_squeeze_shape(ctx)[0])]
+
+
+def _expand_axis(ctx: OpContext, rank: int) -> int:
+    axis = int(ctx.scalar(1))
+    if not -(rank + 1) <= axis < rank + 1:
+        raise OpError(f"axis {axis} outside [-{rank + 1}, {rank + 1})")
+    return axis if axis >= 0 else axis + rank + 1
+
+
+def _expand_dims_shape(node: OpContext) -> list[tuple[int, ...]]:
+    shape = node.in_shape(0)
+    axis = _expand_axis(node, len(shape))
+    return [shape[:axis] + (1,) + shape[axis:]]
 
 
 def _expand_dims(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    axis = int(ctx.scalar(1))
-    if not -(x.ndim + 1) <= axis < x.ndim + 1:
-        raise OpError(f"axis {axis} outside [-{x.ndim + 1}, {x.ndim + 1})")
-    return [np.expand_dims(x, axis if axis >= 0 else axis + x.ndim + 1)]
+    return [np.expand_dims(x, _expand_axis(ctx, x.ndim))]
 
 
 def _rank(ctx: OpContext) -> list[np.ndarray]:
     return [np.asarray(ctx.input(0).ndim, dtype=np.int32)]
 
 
-def _fill(ctx: OpContext) -> list[np.ndarray]:
-    dims = int_vector(ctx, 0, what="shape")
+def _fill_shape(node: OpContext) -> list[tuple[int, ...]]:
+    dims = int_vector(node, 0, what="shape")
     if np.any(dims < 0):
         raise OpError(f"negative extent in shape {dims.tolist()}")
-    return [np.full(tuple(int(d) for d in dims), ctx.input(1).reshape(()))]
+    return [tuple(int(d) for d in dims)]
 
 
-register(OpSpec(Op.RESHAPE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_0)],
-                _reshape, rules(), lowering="movement"))
+def _fill(ctx: OpContext) -> list[np.ndarray]:
+    return [np.full(_fill_shape(ctx)[0], ctx.input(1).reshape(()))]
 
-register(OpSpec(Op.SQUEEZE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
-                _squeeze, rules(), lowering="movement"))
+
+def _view(node, ins):
+    return View(0)
+
+
+for _op, _ref, _shape, _types, _since in ((Op.RESHAPE, _reshape, _reshape_shape, CORE4, V.V1_0),
+                                          (Op.SQUEEZE, _squeeze, _squeeze_shape, CORE4, V.V1_1)):
+    register(OpSpec(_op, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(_types, _since)], _ref, rules(),
+                    shape=_shape, pattern=Pattern.INJECTIVE)).device()(_view)
 
 register(OpSpec(Op.EXPAND_DIMS, [sig([t, T.INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
-                _expand_dims, rules(max_rank=None, min_rank=1), lowering="movement"))
+                _expand_dims, rules(max_rank=None, min_rank=1), shape=_expand_dims_shape,
+                pattern=Pattern.INJECTIVE)).device()(_view)
 
 _RANK_TYPES = (T.TENSOR_FLOAT16, T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_QUANT8_ASYMM,
                T.TENSOR_QUANT16_SYMM, T.TENSOR_BOOL8, T.TENSOR_QUANT8_SYMM_PER_CHANNEL,
                T.TENSOR_QUANT16_ASYMM, T.TENSOR_QUANT8_SYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
-register(OpSpec(Op.RANK, [sig([t], [T.INT32], V.V1_3) for t in _RANK_TYPES], _rank, lowering="host"))
+register(OpSpec(Op.RANK, [sig([t], [T.INT32], V.V1_3) for t in _RANK_TYPES], _rank, shape=lambda node: [()]))
 
 _FILL_TYPES = ((T.TENSOR_FLOAT16, T.FLOAT16), (T.TENSOR_FLOAT32, T.FLOAT32), (T.TENSOR_INT32, T.INT32))
-register(OpSpec(Op.FILL, [sig([T.TENSOR_INT32, s], [t], V.V1_3) for t, s in _FILL_TYPES],
-                _fill, lowering="elementwise"))
+register(OpSpec(Op.FILL, [sig([T.TENSOR_INT32, s], [t], V.V1_3) for t, s in _FILL_TYPES], _fill, shape=_fill_shape))

@@ -135,7 +135,7 @@ def _softmax_sigs() -> list:
     return out
 
 
-register(OpSpec(Op.SOFTMAX, _softmax_sigs(), _softmax_reference, validate=_model_rules_softmax, lowering="reduction"))
+register(OpSpec(Op.SOFTMAX, _softmax_sigs(), _softmax_reference, validate=_model_rules_softmax))
 register(OpSpec(Op.LOG_SOFTMAX,
                 [sig([t, s, T.INT32], [t], V.V1_2) for t, s in ((_F32, T.FLOAT32), (_F16, T.FLOAT16))],
-                _log_softmax_reference, validate=_validate_log_softmax, lowering="reduction"))
+                _log_softmax_reference, validate=_validate_log_softmax))

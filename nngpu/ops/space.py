@@ -90,10 +90,10 @@ def _with_layout(head: list, op_version: V) -> list:
 
 
 register(OpSpec(Op.BATCH_TO_SPACE_ND, _with_layout([T.TENSOR_INT32], V.V1_1), _batch_to_space,
-                rules(min_rank=4), lowering="movement"))
+                rules(min_rank=4)))
 register(OpSpec(Op.SPACE_TO_BATCH_ND, _with_layout([T.TENSOR_INT32, T.TENSOR_INT32], V.V1_1), _space_to_batch,
-                rules(min_rank=4, extra=nonzero_quant8_offset_needs_v1_2), lowering="movement"))
+                rules(min_rank=4, extra=nonzero_quant8_offset_needs_v1_2)))
 register(OpSpec(Op.DEPTH_TO_SPACE, _with_layout([T.INT32], V.V1_0), _depth_to_space,
-                rules(min_rank=4), lowering="movement"))
+                rules(min_rank=4)))
 register(OpSpec(Op.SPACE_TO_DEPTH, _with_layout([T.INT32], V.V1_0), _space_to_depth,
-                rules(min_rank=4), lowering="movement"))
+                rules(min_rank=4)))

@@ -61,4 +61,4 @@ def _signatures():
     return out
 
 
-register(OpSpec(OperationType.SVDF, _signatures(), _reference, lowering="host"))
+register(OpSpec(OperationType.SVDF, _signatures(), _reference))

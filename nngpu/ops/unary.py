@@ -49,7 +49,7 @@ _UNARY: dict[Op, tuple[Callable, list]] = {
     Op.FLOOR: (np.floor, [(_F32, V.V1_0), (_F16, V.V1_2)]),
 }
 for _op, (_fn, _types) in _UNARY.items():
-    register(OpSpec(_op, same_type_sigs(_types, 1), _unary_reference(_fn), lowering="elementwise",
+    register(OpSpec(_op, same_type_sigs(_types, 1), _unary_reference(_fn),
                     validate=(lambda ctx: check_rank(ctx, (0,))) if _op == Op.FLOOR else None))
 
 
@@ -73,4 +73,4 @@ _CAST_TYPES = [_F16, _F32, _I32, _Q8]
 _CAST_SIGS = [sig([a], [b], V.V1_2) for a in _CAST_TYPES for b in _CAST_TYPES]
 _CAST_SIGS += [sig([t], [t], V.V1_3) for t in (T.TENSOR_BOOL8, T.TENSOR_QUANT16_ASYMM, T.TENSOR_QUANT16_SYMM,
                                                T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_QUANT8_SYMM)]
-register(OpSpec(Op.CAST, _CAST_SIGS, _cast, lowering="elementwise"))
+register(OpSpec(Op.CAST, _CAST_SIGS, _cast))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nngpu.compiler.lower import KernelStep, lower
+from nngpu.compiler.lower import KernelStep, lower_model as lower
 from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import DataLocation, Model, Operand, OperandLifeTime, OperandType as T, Operation, OperationType as Op
 from nngpu.modelutil import as_model_1_3

@@ -8,7 +8,7 @@ import pytest
 
 from nngpu.hal import OperationType as Op
 from nngpu.testing import tensor
-from test_templates_util import F16, F32, check_on_device, data, flag, i32, vec
+from ..ops.device_check import F16, F32, check_on_device, data, flag, i32, vec
 
 TYPES = [F32, F16]
 

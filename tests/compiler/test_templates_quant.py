@@ -12,7 +12,7 @@ from nngpu.compiler.render import OPENCL
 from nngpu.hal import OperandType as T
 from nngpu.hal import OperationType as Op
 from nngpu.testing import tensor
-from test_templates_util import F16, F32, Q8, S8, check_on_device, data, flag, i32
+from ..ops.device_check import F16, F32, Q8, S8, check_on_device, data, flag, i32
 
 rng = np.random.default_rng(5)
 PC = T.TENSOR_QUANT8_SYMM_PER_CHANNEL

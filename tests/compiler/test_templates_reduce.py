@@ -8,7 +8,7 @@ import pytest
 from nngpu.hal import OperandType as T
 from nngpu.hal import OperationType as Op
 from nngpu.testing import scalar, tensor
-from test_templates_util import F16, F32, check_on_device, data, fscalar, i32, vec
+from ..ops.device_check import F16, F32, check_on_device, data, fscalar, i32, vec
 
 REDUCTIONS = [Op.MEAN, Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX, Op.REDUCE_MIN]
 

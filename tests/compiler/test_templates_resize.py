@@ -6,7 +6,7 @@ import pytest
 
 from nngpu.hal import OperationType as Op
 from nngpu.testing import tensor
-from test_templates_util import F16, F32, check_on_device, data, flag, fscalar, i32
+from ..ops.device_check import F16, F32, check_on_device, data, flag, fscalar, i32
 
 FLAGS = [(False, False), (True, False), (False, True)]   # (align_corners, half_pixel_centers)
 

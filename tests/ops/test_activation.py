@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from test_elementwise import FAILED, run13
+from .test_elementwise import FAILED, run13
 
 from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from test_elementwise import run13
+from .test_elementwise import run13
 
 from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T

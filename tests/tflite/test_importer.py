@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
 
-from tfl_util import assert_close, run_nngpu, run_reference  # noqa: E402
-from tflbuild import FLOAT16, FLOAT32, INT8, INT32, UINT8, TFLModel, opt, opt_vec  # noqa: E402
+from .tfl_util import assert_close, run_nngpu, run_reference  # noqa: E402
+from .tflbuild import FLOAT16, FLOAT32, INT8, INT32, UINT8, TFLModel, opt, opt_vec  # noqa: E402
 
 from nngpu.hal.types import Model, Model_1_3, OperandType, OperationType  # noqa: E402
 from nngpu.tflite import (  # noqa: E402

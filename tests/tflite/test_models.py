@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
 
-from tfl_util import max_error_ratio, reference_interpreter  # noqa: E402
+from .tfl_util import max_error_ratio, reference_interpreter  # noqa: E402
 
 from nngpu.tflite import load_tflite  # noqa: E402
 from nngpu.tflite.models import MODELS, candidate_dirs, find_model  # noqa: E402

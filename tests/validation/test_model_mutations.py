@@ -9,7 +9,7 @@ from nngpu.driver.callbacks import PreparedModelCallback
 from nngpu.driver.device import Device
 from nngpu.hal.types import ErrorStatus, ExecutionPreference, Model
 
-from vts_mutations import MUTATIONS, SAMPLE, sample_model
+from .vts_mutations import MUTATIONS, SAMPLE, sample_model
 
 VALID_PREFERENCES = {int(p) for p in ExecutionPreference}
 

@@ -21,7 +21,7 @@ from nngpu.hal.types import (
     RequestArgument,
 )
 
-from vts_mutations import sample_cases, sample_model
+from .vts_mutations import sample_cases, sample_model
 
 SAMPLE = [
     ("V1_0", "add"),

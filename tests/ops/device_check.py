@@ -1,5 +1,4 @@
-"""The harness of the template tests (imported by the other test_templates_* modules) and the
-index-map fitting the data-movement templates rely on.
+"""The harness of the device-implementation tests (imported by tests/ops/test_*.py).
 
 `check_on_device` builds a one-operation model, asserts that the compiler places the operation
 in a device kernel (or on the host, when `device=False`), compiles its CUDA source with NVRTC
@@ -12,12 +11,12 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.lower import lower
-from nngpu.compiler.templates_movement import axis_digits, separable_index
+from nngpu.compiler.lower import trace_segments
 from nngpu.driver.device import Device
 from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import OperandType as T
 from nngpu.modelutil import as_model_1_3
+from nngpu.ops.dtypes import is_tensor
 from nngpu.testing import Value, output, run_op, scalar, single_op_model, tensor
 
 rng = np.random.default_rng(11)
@@ -77,20 +76,32 @@ def _has_cupy() -> bool:
     return True
 
 
-def check_on_device(op, inputs: list[Value], out_type, out_rank: int, device: bool = True, kind: str | None = None,
+def segments(model, inputs: list[Value], dialect: str):
+    """The plan's segments for these input values (each barrier answered from a reference run)."""
+    runner = GraphRunner(as_model_1_3(model))
+    given = [v.value for v in inputs if not v.omitted and not v.const and is_tensor(v.type)]
+    with np.errstate(all="ignore"):
+        values = runner.trace(given)
+    return trace_segments(runner, values, dialect)
+
+
+def placement(model, inputs: list[Value]) -> tuple[int, int]:
+    """(operations in device kernels, on the host) of the OpenCL plan."""
+    segs = segments(model, inputs, "opencl")
+    return sum(s.device_ops for s in segs), sum(s.host_ops for s in segs)
+
+
+def check_on_device(op, inputs: list[Value], out_type, out_rank: int, device: bool = True,
                     scale: float = 0.0, zero_point: int = 0):
     """Run `op` on the reference and every device backend; returns the reference output."""
     out = output(out_type, [0] * out_rank, scale, zero_point)
     model = single_op_model(op, inputs, [out])
-    spec = lower(GraphRunner(as_model_1_3(model)), "opencl")
-    assert spec is not None, "no static plan"
-    assert spec.counts() == ((1, 0) if device else (0, 1)), f"placement {spec.counts()}"
-    if device and kind is not None:
-        assert spec.kernels[-1].kind == kind
+    assert placement(model, inputs) == ((1, 0) if device else (0, 1)), f"placement {placement(model, inputs)}"
     if device and _has_cupy():
-        for step in lower(GraphRunner(as_model_1_3(model)), "cuda").kernels:
-            log = _nvrtc_compiles(step.source)
-            assert log is None, f"NVRTC: {log}\n{step.source}"
+        for seg in segments(model, inputs, "cuda"):
+            for step in seg.kernels:
+                log = _nvrtc_compiles(step.source)
+                assert log is None, f"NVRTC: {log}\n{step.source}"
     ref = run_op(op, inputs, [out], version=13)
     assert ref.status == 0, f"reference failed: {ref.status}"
     atol, rtol = TOLERANCE[out_type]
@@ -100,40 +111,3 @@ def check_on_device(op, inputs: list[Value], out_type, out_rank: int, device: bo
         np.testing.assert_allclose(got.outputs[0].astype(np.float64), ref.outputs[0].astype(np.float64),
                                    atol=atol, rtol=rtol, err_msg=name)
     return ref.outputs[0]
-
-
-# ---- the index-map fitting ------------------------------------------------------------------
-
-def _digits_value(digits, n: int) -> np.ndarray:
-    c = np.arange(n)
-    return sum(w * ((c // p) if r is None else (c // p % r)) for p, r, w in digits)
-
-
-@pytest.mark.parametrize("g", [
-    np.arange(7) * 3,                                        # affine
-    (np.arange(12) % 4) * 5,                                 # tiled
-    (np.arange(12) // 6) * 100 + (np.arange(12) // 3 % 2) * 10 + np.arange(12) % 3,  # block split
-    np.zeros(5, dtype=np.int64),                             # broadcast
-    np.array([0]),
-])
-def test_axis_digits_reproduce_the_map(g):
-    digits = axis_digits(np.asarray(g, dtype=np.int64))
-    assert digits is not None
-    np.testing.assert_array_equal(_digits_value(digits, len(g)), g)
-
-
-def test_axis_digits_reject_irregular_maps():
-    assert axis_digits(np.array([0, 2, 3, 7], dtype=np.int64)) is None
-
-
-def test_separable_index_identity_and_transpose():
-    src = np.arange(24, dtype=np.int64).reshape(2, 3, 4)
-    assert separable_index(src) == "i"
-    expr = separable_index(np.ascontiguousarray(src.transpose(2, 0, 1)))
-    assert expr is not None and "c0" in expr and "c2" in expr
-
-
-def test_separable_index_rejects_non_separable_maps():
-    src = np.arange(6, dtype=np.int64).reshape(2, 3)
-    src[1] = src[1][::-1]            # row 1 reversed: the column term depends on the row
-    assert separable_index(src) is None

@@ -1,0 +1,30 @@
+"""The numpy backend: host memory as the device. It compiles no kernels, so a prepared model on
+it runs the reference interpreter; its buffers hold IBuffer values."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..hal.types import DeviceType
+from .base import Backend
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    dialect = None
+    device_type = DeviceType.CPU
+    description = f"numpy {np.__version__}"
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        return np.empty(max(int(nbytes), 1), dtype=np.uint8)
+
+    def free(self, buf: np.ndarray) -> None:
+        del buf
+
+    def upload(self, buf: np.ndarray, host: np.ndarray) -> None:
+        buf[: host.nbytes] = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+
+    def download(self, buf: np.ndarray, host: np.ndarray) -> None:
+        host.reshape(-1).view(np.uint8)[:] = buf[: host.nbytes]
+
+    def copy(self, dst: np.ndarray, src: np.ndarray, nbytes: int) -> None:
+        dst[:nbytes] = src[:nbytes]

@@ -1,0 +1,76 @@
+"""Helpers the op families' device implementations share (registers nothing): applicability
+predicates over operand types, fused activations, and lookup tables (an 8-bit input has 256
+values, so an operation mapping each element on its own can be its reference's table)."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..hal.types import FusedActivationFunc as Act
+from ..hal.types import OperandType as T
+from ..ir import Compute, Expr, Tensor, fn
+from .dtypes import dtype_of, quant_range
+from .node import OpNode
+from .registry import OpContext
+
+FLOATS = frozenset({T.TENSOR_FLOAT32, T.TENSOR_FLOAT16})
+QUANT8 = frozenset({T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED})
+# Types a data-movement kernel copies as stored (quantized ones keep their scale and zero point).
+COPYABLE = FLOATS | QUANT8 | {T.TENSOR_INT32, T.TENSOR_BOOL8}
+
+
+def floats(*positions: int) -> Callable[[OpNode], bool]:
+    """Applies when output 0 and the listed inputs are float32 / float16 tensors of one type."""
+    def applies(node: OpNode) -> bool:
+        t = node.out_operand(0).type
+        return t in FLOATS and all(node.in_operand(p).type == t for p in positions)
+    return applies
+
+
+def types_in(allowed: frozenset, *positions: int) -> Callable[[OpNode], bool]:
+    """Applies when the listed inputs and every output have one type of `allowed`."""
+    def applies(node: OpNode) -> bool:
+        t = node.out_operand(0).type
+        return t in allowed and all(node.in_operand(p).type == t for p in positions) and \
+            all(node.out_operand(k).type == t for k in range(node.num_outputs))
+    return applies
+
+
+def activation(x: Expr, code: int) -> Expr:
+    """A fused activation on a float value (OpError-free: validation rejected other codes)."""
+    if code == Act.NONE:
+        return x
+    if code == Act.RELU:
+        return fn("fmax", x, 0.0)
+    if code == Act.RELU1:
+        return fn("fmin", fn("fmax", x, -1.0), 1.0)
+    if code == Act.RELU6:
+        return fn("fmin", fn("fmax", x, 0.0), 6.0)
+    raise ValueError(f"fused activation {code}")
+
+
+def known_scalars(node: OpNode, positions: Sequence[int]) -> bool:
+    """The listed inputs are omitted or known at compile time."""
+    return all(p >= node.num_inputs or node.known(p) for p in positions)
+
+
+def reference_table(node: OpNode, position: int = 0) -> np.ndarray:
+    """The operation's reference applied to every value of its 8-bit input `position` (the
+    other inputs as known at compile time): output element k is the result for the k-th
+    smallest stored value. Exact by construction for operations that map elements on their own."""
+    t = node.in_operand(position).type
+    lo, hi = quant_range(t)
+    values = list(node.values)
+    values[position] = np.arange(lo, hi + 1, dtype=np.int64).astype(dtype_of(t))
+    ctx = OpContext(node.operation, node.operands, values, node.relaxed, node.version)
+    with np.errstate(all="ignore"):
+        return np.asarray(node.spec.reference(ctx)[0])
+
+
+def lookup(node: OpNode, position: int, x: Tensor, table: np.ndarray, operand_type: int) -> Compute:
+    """out = table[x - the smallest value of input `position`'s 8-bit type], with `x` that
+    input's tensor and the table (of `operand_type`) a device constant."""
+    lo = quant_range(node.in_operand(position).type)[0]
+    t = node.constant(table, operand_type)
+    return Compute(x.shape, t.dtype, lambda c: t.at((x.load(c) - lo).cast("long")))

@@ -1,0 +1,116 @@
+"""OpNode: one operation as the compiler sees it, before it runs.
+
+It is an OpContext whose values are only those known at compile time (constants, folded
+values, values a plan is specialised on) plus the shapes of every operand. Shape functions,
+parameter parsers and device implementations all read it. Asking for a value that is not
+known raises NeedsValue: the shape (or kernel) depends on data, so the compiler waits for it.
+Device implementations also use it to create derived constants, temporaries and library calls
+(`constant`, `temp`, `gemm`, `materialize`), which the compiler's builder provides."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from ..hal.types import Operand, Operation
+from .dtypes import is_tensor
+from .registry import HalVersion, OpContext, OpError, OpSpec
+
+if TYPE_CHECKING:
+    from ..ir.tensor import BufferTensor, Compute
+
+
+class NeedsValue(Exception):
+    """A shape function or parser needs the run-time value of operand `operand`."""
+
+    def __init__(self, operand: int):
+        super().__init__(f"needs the value of operand {operand}")
+        self.operand = operand
+
+
+class DataDependent(Exception):
+    """The output shapes depend on the values computed, known only once the operation has run."""
+
+
+class OpNode(OpContext):
+    def __init__(self, spec: OpSpec, index: int, operation: Operation, operands: Sequence[Operand],
+                 values: Sequence[np.ndarray | None], shapes: Mapping[int, tuple[int, ...]],
+                 relaxed: bool = False, version: HalVersion = HalVersion.V1_3, builder=None):
+        super().__init__(operation, operands, values, relaxed, version)
+        self.spec = spec
+        self.index = index
+        self.shapes = shapes
+        self.builder = builder
+        self._params: object = None
+
+    # ---- what shape functions read ----------------------------------------------------------
+    def in_shape(self, i: int) -> tuple[int, ...]:
+        return self.shapes[self.operation.inputs[i]]
+
+    def out_shape(self, i: int) -> tuple[int, ...]:
+        return self.shapes[self.operation.outputs[i]]
+
+    def input(self, i: int) -> np.ndarray:
+        v = self.values[i]
+        if v is None:
+            if self.is_omitted(i):
+                raise OpError(f"input {i} is omitted")
+            raise NeedsValue(self.operation.inputs[i])
+        return v
+
+    def scalar(self, i: int, default=None):
+        if self.has_input(i):
+            return self.values[i].reshape(-1)[0].item()
+        if i < self.num_inputs and not self.is_omitted(i):
+            raise NeedsValue(self.operation.inputs[i])
+        return default
+
+    def known(self, i: int) -> bool:
+        """Input i is omitted or its value is known now."""
+        return self.is_omitted(i) or self.values[i] is not None
+
+    def is_constant(self, i: int) -> bool:
+        """Known at compile time (a constant operand or a value the plan is specialised on)."""
+        return i < self.num_inputs and self.values[i] is not None
+
+    @property
+    def params(self):
+        """The operation's parameters, parsed once (spec.params)."""
+        if self._params is None:
+            if self.spec.params is None:
+                raise AttributeError(f"{self.spec.type.name} has no parameter parser")
+            self._params = self.spec.params(self)
+        return self._params
+
+    def output_shapes(self) -> list[tuple[int, ...]]:
+        """Shapes of the outputs from the spec's shape function (DataDependent without one)."""
+        if self.spec.shape is None:
+            raise DataDependent(f"{self.spec.type.name} has no shape function")
+        shapes = [tuple(int(d) for d in s) for s in self.spec.shape(self)]
+        if len(shapes) != self.num_outputs:
+            raise OpError(f"shape function gave {len(shapes)} shapes for {self.num_outputs} outputs")
+        for k, s in enumerate(shapes):
+            operand = self.out_operand(k)
+            dims = operand.dimensions
+            if not is_tensor(operand.type):
+                shapes[k] = ()
+            elif dims and (len(dims) != len(s) or any(d and d != v for d, v in zip(dims, s))):
+                raise OpError(f"output {k} has shape {list(s)}, the model says {list(dims)}")
+        return shapes
+
+    # ---- what device implementations create -------------------------------------------------
+    def constant(self, value: np.ndarray, operand_type: int) -> "BufferTensor":
+        """A constant in the layout the kernel reads best, uploaded once at prepare."""
+        return self.builder.constant(np.ascontiguousarray(value), operand_type)
+
+    def temp(self, shape: Sequence[int], storage: str = "float") -> "BufferTensor":
+        return self.builder.temp(tuple(shape), storage)
+
+    def materialize(self, compute: "Compute", name: str) -> "BufferTensor":
+        """A kernel storing `compute` into a temporary before this operation's kernel."""
+        return self.builder.materialize(compute, name)
+
+    def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int) -> "BufferTensor":
+        """C[m, n] = A[m, k] @ B[k, n] by the backend's float32 GEMM, into a temporary."""
+        return self.builder.gemm(a, b, m, n, k)
+
