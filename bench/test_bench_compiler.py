@@ -3,29 +3,29 @@ one kernel per op (OpenCL, and CUDA where present), and a 3×3 CONV_2D 1×112×1
 vs the device backends. Compare the medians within each group."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
 from nngpu.driver.callbacks import PreparedModelCallback
 from nngpu.driver.device import Device
-from nngpu.hal import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTiming, Model, Operand,
-                       OperandLifeTime as L, OperandType as T, Operation, OperationType as Op, Request,
-                       RequestArgument)
+from nngpu.hal import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTiming, Model, Model_1_3, Operand,
+                       OperandLifeTime as L, OperandType as T, Operation, OperationType as Op, OptionalTimePoint,
+                       Priority, Request, RequestArgument)
 from nngpu.memory import allocate_shared
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compiler"))
-from test_fusion import ARITHMETIC, TRANSCENDENTAL, chain_model  # noqa: E402
+from tests.compiler.test_fusion import ARITHMETIC, TRANSCENDENTAL, chain_model
 
 CHAIN_SHAPE = [4, 1024, 1024]  # 4 M elements
 
 
-def prepared(device: Device, model: Model):
+def prepared(device: Device, model: Model | Model_1_3):
     cb = PreparedModelCallback()
-    device.prepareModel_1_2(model, ExecutionPreference.SUSTAINED_SPEED, [], [], bytes(32), cb)
+    if isinstance(model, Model_1_3):
+        device.prepareModel_1_3(model, ExecutionPreference.SUSTAINED_SPEED, Priority.MEDIUM, OptionalTimePoint(),
+                                [], [], bytes(32), cb)
+    else:
+        device.prepareModel_1_2(model, ExecutionPreference.SUSTAINED_SPEED, [], [], bytes(32), cb)
     status, pm = cb.get(600)
     assert status == ErrorStatus.NONE
     return pm

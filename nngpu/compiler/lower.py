@@ -164,7 +164,7 @@ class _Lowering:
         ins: list[Tensor | None] = []
         for i, idx in enumerate(node.operation.inputs):
             operand = self.graph.operands[idx]
-            if node.is_omitted(i) or not is_tensor(operand.type) or storage_of(operand.type, None) is None:
+            if not node.given(i) or not is_tensor(operand.type) or storage_of(operand.type, None) is None:
                 ins.append(None)
             else:
                 ins.append(fused.get(idx) or self.tensor_of(idx))
@@ -244,7 +244,9 @@ class _Emitter:
 
     def store(self, t: int, compute: Compute, ops: list[int]) -> None:
         out = Buffer(t, storage_of(self.graph.operands[t].type))
-        step = self.low.kernel_step(_kernel_name(self.graph, ops), out, compute, sorted(ops))
+        outputs = self.graph.operations[ops[0]].outputs  # ops[0]: the operation producing t
+        name = _kernel_name(self.graph, ops) + (f"_out{outputs.index(t)}" if len(outputs) > 1 else "")
+        step = self.low.kernel_step(name, out, compute, sorted(ops))
         for a in step.args[:-1]:
             self.ensure_device(a)
         self.steps.append(step)

@@ -4,19 +4,20 @@ shapes depend on.
 The plan starts at an entry keyed by the input shapes. Each segment runs its steps and ends
 either at the model's end or at a barrier: the values (or host-computed shapes) the rest of
 the model's shapes depend on. The barrier's key is those values; the segment that follows is
-compiled for that key the first time it is seen and cached (at most CACHE_SIZE per barrier,
-least recently used first out). So every shape a kernel relies on was derived from the values
-this execution actually has, and checking the key is the check that the plan still applies:
-a tuple of shapes at the entry, the few bytes of a shape tensor at a barrier. Host operations
-are checked against the shapes the plan assumed for them.
+compiled for that key the first time it is seen and cached. So every shape a kernel relies on
+was derived from the values this execution actually has, and checking the key is the check
+that the plan still applies: a tuple of shapes at the entry, the few bytes of a shape tensor at
+a barrier. Host operations are checked against the shapes the plan assumed for them.
 
-With `specialise=False` a barrier is not compiled for: everything after it runs on the host
-reference (for models whose shape values change at every execution)."""
+Compiling costs far more than an execution (bench/test_bench_dynamic.py), so a barrier
+compiles at most CACHE_SIZE specialisations; keys seen after that, values that keep changing,
+run what follows on the host reference instead of compiling at every execution (the entry
+likewise, for input shapes). With `specialise=False` every barrier after the entry does that
+from the start."""
 from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -39,22 +40,25 @@ class _State:
     """One execution's values: host arrays by operand, and the inputs given as device values."""
 
     def __init__(self, graph, inputs: Sequence) -> None:
-        self.host: dict[int, np.ndarray] = {}
+        self.host: dict[int, np.ndarray | None] = {}
         self.device_inputs: dict[int, DeviceValue] = {}
         for idx, value in zip(graph.inputIndexes, inputs):
             if isinstance(value, DeviceValue):
                 self.device_inputs[idx] = value
-            elif value is not None:
-                self.host[idx] = value
+            else:
+                self.host[idx] = value  # None: an input the request leaves without a value
 
 
 class Barrier:
     """Where shapes start to depend on data: the segments that follow, by key."""
 
-    def __init__(self, values: Sequence[int], shapes: Sequence[int], make) -> None:
+    def __init__(self, values: Sequence[int], shapes: Sequence[int], make, make_host, limit: int) -> None:
         self.values, self.shapes = tuple(values), tuple(shapes)
-        self.make = make              # key, state → Segment
-        self.children: OrderedDict[tuple, Segment] = OrderedDict()
+        self.make = make              # key, state → the segment compiled for that key
+        self.make_host = make_host    # → the segment running the rest on the host
+        self.limit = limit            # specialisations compiled at most
+        self.children: dict[tuple, Segment] = {}
+        self.host: Segment | None = None
 
     def key(self, state: _State, lookup) -> tuple:
         vals = []
@@ -66,19 +70,13 @@ class Barrier:
     def next(self, key: tuple, state: _State) -> "Segment":
         seg = self.children.get(key)
         if seg is not None:
-            self.children.move_to_end(key)
             return seg
-        seg = self.make(key, state)
-        self.children[key] = seg
-        if len(self.children) > CACHE_SIZE:
-            _, old = self.children.popitem(last=False)
-            old.release()
+        if len(self.children) >= self.limit:
+            if self.host is None:
+                self.host = self.make_host()
+            return self.host
+        seg = self.children[key] = self.make(key, state)
         return seg
-
-    def release(self) -> None:
-        for seg in self.children.values():
-            seg.release()
-        self.children.clear()
 
 
 class Segment:
@@ -97,7 +95,7 @@ class Segment:
         self.steps = [self._compile(s) for s in spec.steps]
         self.barrier = None
         if spec.stop is not None:
-            self.barrier = Barrier(spec.stop.values, spec.stop.shapes, self._next)
+            self.barrier = Barrier(spec.stop.values, spec.stop.shapes, self._next, self._host_rest, plan.limit)
 
     def _compile(self, step):
         b = self.buffers
@@ -118,6 +116,9 @@ class Segment:
         for t in stop.shapes:
             known.shapes[t] = tuple(self.plan.lookup(state, self, t).shape)
         return self.plan.segment(stop.at, known, self.buffers)
+
+    def _host_rest(self) -> "Segment":
+        return self.plan.host_rest(self.spec.stop.at, self.spec.known, self.buffers)
 
     def run(self, state: _State, deadline_ns: int | None) -> None:
         backend, plan = self.plan.backend, self.plan
@@ -141,13 +142,6 @@ class Segment:
         self.plan.backend.download(buf, value)
         return value
 
-    def release(self) -> None:
-        if self.barrier is not None:
-            self.barrier.release()
-        for buf in self._slots:
-            self.plan.backend.free(buf)
-        self._slots = []
-
 
 class Plan:
     """The executor of a prepared model on a device backend (see the module docstring)."""
@@ -156,11 +150,12 @@ class Plan:
         self.reference = reference
         self.model = reference.model
         self.graph = reference.model.main
-        self.backend, self.fuse, self.specialise = backend, fuse, specialise
+        self.backend, self.fuse = backend, fuse
         self.transfers = 0
         self._lock = threading.Lock()   # executions share the planned buffers
         self._last: list[Segment] = []
-        self.entry = Barrier((), (), self._first)
+        self.limit = CACHE_SIZE if specialise else 0
+        self.entry = Barrier((), (), self._first, self._all_on_host, max(self.limit, 1))
         declared = declared_input_shapes(reference)
         if declared is not None:        # compile now what the model declares
             key = tuple(declared[i] for i in self.graph.inputIndexes)
@@ -171,11 +166,15 @@ class Plan:
         shapes = {i: s for i, s in zip(self.graph.inputIndexes, key) if s is not None}
         return self.segment(0, initial_known(self.reference, shapes), {})
 
+    def _all_on_host(self) -> Segment:
+        return self.host_rest(0, initial_known(self.reference, {}), {})
+
+    def host_rest(self, start: int, known: Known, parent_buffers: Mapping[int, Any]) -> Segment:
+        """The operations from `start` on the host reference (no shapes assumed)."""
+        return Segment(self, host_segment(self.reference, start, known, self.backend.dialect), parent_buffers)
+
     def segment(self, start: int, known: Known, parent_buffers: Mapping[int, Any]) -> Segment:
-        if start > 0 and not self.specialise:
-            spec = host_segment(self.reference, start, known, self.backend.dialect)
-        else:
-            spec = lower_segment(self.reference, start, known, self.backend.dialect, self.fuse)
+        spec = lower_segment(self.reference, start, known, self.backend.dialect, self.fuse)
         log.info("segment from operation %d: %d operations in %d kernels, %d on the host%s", start,
                  spec.device_ops, len(spec.kernels), spec.host_ops,
                  f", then a barrier at operation {spec.stop.at}" if spec.stop else "")
@@ -201,8 +200,9 @@ class Plan:
             self.backend.synchronize()
             return outputs
 
-    def lookup(self, state: _State, seg: Segment, t: int) -> np.ndarray:
-        """Operand t's value on the host: computed there, known to the plan, or an input."""
+    def lookup(self, state: _State, seg: Segment, t: int) -> np.ndarray | None:
+        """Operand t's value on the host: computed there, known to the plan, or an input (None
+        for one the request left without a value)."""
         if t in state.host:
             return state.host[t]
         value = seg.spec.known.values.get(t)

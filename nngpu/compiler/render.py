@@ -79,7 +79,20 @@ class CStyleRenderer:
         return str(v) if v >= 0 else f"({v})"
 
     def render(self, kernel: Kernel) -> str:
-        return _KernelWriter(self, kernel).source()
+        return self.render_unit([kernel])
+
+    def render_unit(self, kernels: list[Kernel]) -> str:
+        """One translation unit: every kernel, with the preludes and helpers they use once."""
+        head: list[str] = []
+        bodies = []
+        for kernel in kernels:
+            writer = _KernelWriter(self, kernel)
+            body = writer.body()
+            for part in [*self.prelude(writer.storages), *self.render_helpers(writer.helpers)]:
+                if part not in head:
+                    head.append(part)
+            bodies.append(body)
+        return "\n".join(head + bodies)
 
     def render_helpers(self, helpers: list[Helper]) -> list[str]:
         words = {"i64": self.long_type, "u64": f"unsigned {self.long_type}", "L": self.long_suffix,
@@ -118,19 +131,24 @@ class _KernelWriter:
         self.lines: list[str] = []
         self.depth = 1
 
-    def source(self) -> str:
+    @property
+    def storages(self) -> set[str]:
+        return {b.storage for b in self.kernel.inputs()} | {self.kernel.out.storage}
+
+    @property
+    def helpers(self) -> list[Helper]:
+        return _helpers_in_order(self.nodes)
+
+    def body(self) -> str:
+        """The kernel function (its preludes and helpers are the caller's)."""
         k, r = self.kernel, self.r
         value = self.emit(k.value)
-        body = self.lines
-        self.lines = []
         self.line(r.store("out", k.out.storage, "i", value))
-        storages = {b.storage for b in k.inputs()} | {k.out.storage}
         sig = [r.param(b, self.params[b.key], True) for b in k.inputs()] + [r.param(k.out, "out", False)]
-        head = [*r.prelude(storages), *r.render_helpers(_helpers_in_order(self.nodes)),
-                f"{r.kernel_prefix} {k.name}({', '.join(sig)}) {{",
+        head = [f"{r.kernel_prefix} {k.name}({', '.join(sig)}) {{",
                 f"    {r.long_type} i = {r.gid};",
                 f"    if (i >= {k.size}) return;"]
-        return "\n".join(head + body + self.lines + ["}"]) + "\n"
+        return "\n".join(head + self.lines + ["}"]) + "\n"
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -159,13 +177,18 @@ class _KernelWriter:
         if isinstance(node, (Reduce, ReduceOut)):
             self.emit_reduce(node.reduce if isinstance(node, ReduceOut) else node)
             return self.lookup(node)
-        text = self.expression(node)
-        if node.hint or self.refs.get(id(node), 0) > 1:
-            name = self.fresh(node.hint or "t")
-            self.line(f"{self.r.types[node.dtype]} {name} = {text};")
-            self.scopes[-1][id(node)] = name
-            return name
+        text = self.emit_select(node) if isinstance(node, Select) else self.expression(node)
+        if self.lookup(node) is None and (node.hint or self.refs.get(id(node), 0) > 1):
+            return self.bind(node, text)
         return text
+
+    def bind(self, node: Expr, text: str | None) -> str:
+        """A temporary holding node's value (declared only when `text` is None)."""
+        name = self.fresh(node.hint or "t")
+        ctype = self.r.types[node.dtype]
+        self.line(f"{ctype} {name};" if text is None else f"{ctype} {name} = {text};")
+        self.scopes[-1][id(node)] = name
+        return name
 
     def expression(self, node: Expr) -> str:
         r = self.r
@@ -177,13 +200,40 @@ class _KernelWriter:
         if isinstance(node, Unary):
             x = self.emit(node.x)
             return f"({node.op}{x})" if node.op in ("-", "!") else f"{node.op}({x})"
-        if isinstance(node, Select):
-            return f"({self.emit(node.cond)} ? {self.emit(node.a)} : {self.emit(node.b)})"
         if isinstance(node, Cast):
             return f"(({r.types[node.dtype]}){self.emit(node.x)})"
         if isinstance(node, Call):
             return f"{node.helper.name}({', '.join(self.emit(a) for a in node.args)})"
         raise TypeError(f"cannot render {type(node).__name__}")
+
+    def branch(self, node: Expr) -> tuple[str, list[str]]:
+        """A select branch rendered in a scope of its own: (its value, the statements it needs)."""
+        saved, self.lines = self.lines, []
+        self.scopes.append({})
+        self.depth += 1
+        value = self.emit(node)
+        self.depth -= 1
+        self.scopes.pop()
+        lines, self.lines = self.lines, saved
+        return value, lines
+
+    def emit_select(self, node: Select) -> str:
+        """`c ? a : b`; as if / else when a branch needs statements, so that what a branch
+        computes (a load that is only valid there) is never evaluated for the other."""
+        cond = self.emit(node.cond)
+        (a, a_lines), (b, b_lines) = self.branch(node.a), self.branch(node.b)
+        if not a_lines and not b_lines:
+            return f"({cond} ? {a} : {b})"
+        name = self.bind(node, None)
+        self.line(f"if ({cond}) {{")
+        self.lines += a_lines
+        self.line(f"    {name} = {a};")
+        self.line("} else {")
+        self.lines += b_lines
+        self.line(f"    {name} = {b};")
+        self.line("}")
+        self.scopes[-1][id(node)] = name
+        return name
 
     def emit_reduce(self, red: Reduce) -> None:
         types = self.r.types

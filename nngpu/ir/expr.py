@@ -266,7 +266,7 @@ def _promote(a: str, b: str) -> str:
 
 
 _COMPARE = {"<", "<=", ">", ">=", "==", "!="}
-_INT_FOLD = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
+_INT_FOLD = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "/": None, "%": None}
 
 
 def binary(op: str, a, b) -> Expr:
@@ -289,9 +289,12 @@ def binary(op: str, a, b) -> Expr:
 
 
 def _fold_int(op: str, a: Expr, b: Expr, dtype: str) -> Expr | None:
-    """Integer identities that keep generated index arithmetic short (x + 0, x * 1, x * 0)."""
+    """Integer identities that keep generated index arithmetic short (x + 0, x * 1, x * 0,
+    x / 1, x % 1)."""
     ca = a.value if isinstance(a, Const) else None
     cb = b.value if isinstance(b, Const) else None
+    if op in ("/", "%"):
+        return (a.cast(dtype) if op == "/" else Const(0, dtype)) if cb == 1 else None
     if ca is not None and cb is not None and abs(ca) < 1 << 30 and abs(cb) < 1 << 30:
         return Const(_INT_FOLD[op](ca, cb), dtype)
     if op == "+" and cb == 0 or op == "-" and cb == 0 or op == "*" and cb == 1:

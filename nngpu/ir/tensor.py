@@ -70,6 +70,12 @@ class Coords:
             axes.append(a.named(f"{hint}c{k}") if named else a)
         return Coords(shape, axes, flat)
 
+    def flat_in(self, shape: Sequence[int]) -> Expr:
+        """The flat index of these coordinates in a C-contiguous tensor of `shape`."""
+        if self.flat is not None and self.shape == tuple(shape):
+            return self.flat
+        return linear(self.axes, strides(shape))
+
     def replace(self, k: int, axis: Expr) -> "Coords":
         """These coordinates with axis k moved (the flat index no longer applies)."""
         axes = list(self.axes)
@@ -154,10 +160,4 @@ class View:
 
     def compute(self, inputs: Sequence[Tensor | None], shape: Sequence[int]) -> Compute:
         src = inputs[self.input]
-        shape = tuple(int(d) for d in shape)
-        st = strides(shape)
-
-        def at(c: Coords) -> Expr:
-            return src.at(c.flat if c.flat is not None and c.shape == shape else linear(c.axes, st))
-
-        return Compute(shape, src.dtype, at)
+        return Compute(shape, src.dtype, lambda c: src.at(c.flat_in(shape)))

@@ -73,12 +73,25 @@ class Taps:
         return Taps(self.loops + list(loops), self.ky, self.kx, self.ih, self.iw)
 
 
+def tap_row(row: Expr, ky: Expr, g: Geometry) -> Expr:
+    """The input row of filter row ky at output row `row`: row * stride - pad + ky * dilation."""
+    return row * g.stride_h - g.pad_top + ky * g.dil_h
+
+
+def tap_col(col: Expr, kx: Expr, g: Geometry) -> Expr:
+    return col * g.stride_w - g.pad_left + kx * g.dil_w
+
+
+def inside(ih: Expr, iw: Expr, g: Geometry) -> Expr:
+    """The tap falls inside the image (not in the padding)."""
+    return (ih >= 0) & (ih < g.in_h) & (iw >= 0) & (iw < g.in_w)
+
+
 def window(row: Expr, col: Expr, g: Geometry) -> Taps:
-    """Taps of the window whose output position is (row, col): input row
-    row * stride - pad + ky * dilation, skipped when outside the image."""
+    """Taps of the window whose output position is (row, col), skipped when outside the image."""
     ky, kx, ih, iw = Var("ky", "int"), Var("kx", "int"), Var("ih", "long"), Var("iw", "long")
-    rows = Loop(ky, g.kh, lets=[(ih, row * g.stride_h - g.pad_top + ky * g.dil_h)], guards=[(ih >= 0) & (ih < g.in_h)])
-    cols = Loop(kx, g.kw, lets=[(iw, col * g.stride_w - g.pad_left + kx * g.dil_w)], guards=[(iw >= 0) & (iw < g.in_w)])
+    rows = Loop(ky, g.kh, lets=[(ih, tap_row(row, ky, g))], guards=[(ih >= 0) & (ih < g.in_h)])
+    cols = Loop(kx, g.kw, lets=[(iw, tap_col(col, kx, g))], guards=[(iw >= 0) & (iw < g.in_w)])
     return Taps([rows, cols], ky, kx, ih, iw)
 
 

@@ -1,22 +1,22 @@
-"""CONV_2D, DEPTHWISE_CONV_2D, GROUPED_CONV_2D and TRANSPOSE_CONV_2D.
-
-Kernels work in NHWC on strided views: conv is im2col + GEMM (1x1 is one plain GEMM), grouped
-conv a batched GEMM, depthwise one multiply-accumulate per filter tap. Float tensors (float16
-too) are computed in float32 like the reference; quantized inputs have their zero points removed
-and are accumulated exactly in float64 (sums of 8-bit products stay far below 2^53), then
-requantized per output channel like the reference. Transpose conv scatters each input pixel's
-filter-shaped contribution, one strided add per filter tap.
-"""
+"""CONV_2D, DEPTHWISE_CONV_2D and GROUPED_CONV_2D: parameters, geometry (the shape function),
+the reference (numpy kernels in conv_kernels.py) and the device implementations: a window sum
+per output element in float or in the reference's exact integer arithmetic with per-channel
+requantization, and im2col + GEMM for large float convolutions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from ..hal.types import OperationType as Op
+from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Tensor, Var
+from ..ir.window import Image, inside, tap_col, tap_row, window
+from ._device import QUANT8, activation, floats
 from .conv_common import (
     BOOL,
     CONV_TENSOR_CONFIGS,
+    F32,
     I32,
     PC,
     TI32,
@@ -26,28 +26,24 @@ from .conv_common import (
     build_signatures,
     check_activation,
     check_explicit_pads,
-    check_steps,
     check_padding_below_filter,
-    clip_activation,
-    compute_dtype,
+    check_steps,
     conv_requant_params,
     filter_scales,
-    from_nhwc,
-    implicit_padding,
     int_arg,
     is_bool_at,
-    is_quant,
     optional_forms,
     output_hw,
-    pad_nhwc,
     quant_scale_rule,
     read_padding,
-    requantize,
+    requant_operands,
+    requantize_device,
     resolve_window,
-    to_nhwc,
-    window_view,
+    window_geometry,
 )
-from .registry import HalVersion, OpContext, OpError, OpSpec, register
+from .conv_kernels import depthwise_forward, finish, grouped_forward, operands
+from .node import OpNode
+from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register
 
 
 @dataclass
@@ -107,220 +103,78 @@ def _transpose_params(ctx: OpContext) -> ConvParams:
                                bool_arg(ctx, k + 3)), transpose=True)
 
 
-# --- the forward kernels ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A forward convolution's extents, checked as the reference checks them."""
 
-# Largest im2col matrix built at once; bigger layers run in blocks of output rows so the copy
-# stays cache- and memory-friendly.
-_IM2COL_BYTES = 32 << 20
-# Output block of the depthwise tap loop: small enough to stay in L2 across all taps.
-_DW_BLOCK_BYTES = 128 << 10
-# From this many (repeated) channels on, depthwise runs as one einsum over the window view,
-# which measured faster than the tap loop there (and slower below).
-_DW_EINSUM_CHANNELS = 64
+    n: int
+    h: int
+    w: int
+    cin: int
+    cout: int
+    kh: int
+    kw: int
+    groups: int
+    win: Window
+    oh: int
+    ow: int
 
+    @property
+    def cg(self) -> int:
+        """Input channels per group."""
+        return self.cin // self.groups
 
-def _operands(ctx: OpContext, nchw: bool):
-    """NHWC input and filter in the compute dtype (zero points removed when quantized), plus bias."""
-    x = to_nhwc(ctx.input(0), nchw)
-    f = ctx.input(1)
-    b = ctx.input(2)
-    if f.ndim != 4 or b.ndim != 1:
-        raise OpError(f"filter must be 4-D and bias 1-D, got ranks {f.ndim} and {b.ndim}")
-    in_op, f_op = ctx.in_operand(0), ctx.in_operand(1)
-    dtype = compute_dtype(in_op.type)
-    xq = x.astype(dtype, copy=False)
-    fq = f.astype(dtype, copy=False)
-    if is_quant(in_op.type):
-        xq = xq - in_op.zeroPoint           # padding added later is then the zero point
-        if f_op.type != PC:
-            fq = fq - f_op.zeroPoint
-    return xq, fq, b
+    def out_shape(self, nchw: bool) -> tuple[int, int, int, int]:
+        return (self.n, self.cout, self.oh, self.ow) if nchw else (self.n, self.oh, self.ow, self.cout)
 
 
-def _depthwise_forward(x: np.ndarray, f: np.ndarray, mult: int, win: Window, oh: int, ow: int) -> np.ndarray:
-    """x [N,H,W,C], f [1,KH,KW,C*M] -> [N,OH,OW,C*M]: one multiply-accumulate of a shifted view
-    per filter tap (for wide layers one einsum instead). Output channel c*M+m reads input c, so
-    repeating each input channel M times reduces every multiplier to 1. W and C are merged into
-    one contiguous axis (the filter tap tiled along it) so numpy's inner loops run long, and the
-    output is done in blocks of rows that stay in cache across the taps."""
-    if mult > 1:
-        x = np.repeat(x, mult, axis=3)
-    n, _, _, c = x.shape
-    kh, kw = f.shape[1], f.shape[2]
-    sh, sw = win.stride_h, win.stride_w
-    xp = pad_nhwc(x, win)
-    if c >= _DW_EINSUM_CHANNELS:
-        # Wide layers: einsum's channel-contiguous inner loop over the window view wins.
-        return np.einsum("nhwijc,ijc->nhwc", window_view(xp, win, kh, kw, oh, ow), f.reshape(kh, kw, c))
-    # Column phases of the stride: tap j reads phase (j*dil) % sw from column (j*dil) // sw on.
-    phases: dict[int, np.ndarray] = {}
-    for j in range(kw):
-        q = (j * win.dil_w) % sw
-        if q not in phases:
-            ph = np.ascontiguousarray(xp[:, :, q::sw, :])
-            phases[q] = ph.reshape(n, ph.shape[1], ph.shape[2] * c)
-    taps = np.tile(f.reshape(kh, kw, c), (1, 1, ow))           # [KH,KW,OW*C]
-    acc = np.empty((n, oh, ow * c), dtype=x.dtype)
-    rows = max(1, min(oh, _DW_BLOCK_BYTES // (ow * c * x.itemsize)))
-    tmp = np.empty((rows, ow * c), dtype=x.dtype)
-    for b in range(n):
-        for r in range(0, oh, rows):
-            r1 = min(oh, r + rows)
-            out, t = acc[b, r:r1], tmp[:r1 - r]
-            for i in range(kh):
-                r0 = r * sh + i * win.dil_h
-                for j in range(kw):
-                    c0 = (j * win.dil_w) // sw * c
-                    v = phases[(j * win.dil_w) % sw][b, r0:r0 + (r1 - r - 1) * sh + 1:sh, c0:c0 + ow * c]
-                    if i == 0 and j == 0:
-                        np.multiply(v, taps[i, j], out=out)
-                    else:
-                        np.multiply(v, taps[i, j], out=t)
-                        out += t
-    return acc.reshape(n, oh, ow, c)
-
-
-def _conv_forward(x: np.ndarray, f: np.ndarray, win: Window, oh: int, ow: int) -> np.ndarray:
-    """x [N,H,W,Cin], f [Cout,KH,KW,Cin] -> [N,OH,OW,Cout] as im2col + one GEMM per block."""
-    n, _, _, cin = x.shape
-    cout, kh, kw, _ = f.shape
-    k = kh * kw * cin
-    w = f.reshape(cout, k).T                                    # BLAS takes the transpose as is
-    if kh == 1 and kw == 1:                                     # pads are 0 (< filter size)
-        xs = x[:, ::win.stride_h, ::win.stride_w, :]
-        return (xs.reshape(n * oh * ow, cin) @ w).reshape(n, oh, ow, cout)
-    view = window_view(pad_nhwc(x, win), win, kh, kw, oh, ow)   # [N,OH,OW,KH,KW,Cin], no copy
-    acc = np.empty((n, oh, ow, cout), dtype=x.dtype)
-    rows = max(1, min(oh, _IM2COL_BYTES // max(1, ow * k * x.itemsize)))
-    for b in range(n):
-        for r in range(0, oh, rows):
-            r1 = min(oh, r + rows)
-            cols = view[b, r:r1].reshape((r1 - r) * ow, k)      # the one im2col copy
-            np.matmul(cols, w, out=acc[b, r:r1].reshape((r1 - r) * ow, cout))
-    return acc
-
-
-def _grouped_forward(x: np.ndarray, f: np.ndarray, groups: int, win: Window, oh: int, ow: int) -> np.ndarray:
-    """x [N,H,W,G*Cg], f [Cout,KH,KW,Cg] (Cout = G*Cog) -> [N,OH,OW,Cout], one batched GEMM."""
-    if groups == 1:
-        return _conv_forward(x, f, win, oh, ow)
-    n = x.shape[0]
-    cout, kh, kw, cg = f.shape
-    m = n * oh * ow
-    view = window_view(pad_nhwc(x, win), win, kh, kw, oh, ow).reshape(n, oh, ow, kh, kw, groups, cg)
-    p = view.transpose(5, 0, 1, 2, 3, 4, 6).reshape(groups, m, kh * kw * cg)   # the one im2col copy
-    w = f.reshape(groups, cout // groups, kh * kw * cg).transpose(0, 2, 1)
-    y = np.matmul(p, w)                                         # [G, M, Cog]
-    return y.transpose(1, 0, 2).reshape(n, oh, ow, cout)
-
-
-def _finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
-            channel_dim: int, nchw: bool) -> list[np.ndarray]:
-    """Bias, requantization / activation, layout back. `acc` is the kernel's own buffer."""
-    in_type = ctx.in_operand(0).type
-    cout = acc.shape[-1]
-    if is_quant(in_type):
-        per_channel = ctx.in_operand(1).type == PC
-        mults, shifts = conv_requant_params(ctx, filter_scales(ctx, 1, channel_dim, cout), per_channel)
-        total = np.rint(acc).astype(np.int64) + bias.astype(np.int64)
-        y = requantize(total, mults, shifts, ctx, activation)
-    else:
-        y = np.add(acc, bias.astype(acc.dtype, copy=False), out=acc)
-        clip_activation(y, activation)
-    return [from_nhwc(y, nchw)]
-
-
-def _forward(ctx: OpContext, p: ConvParams, kind: str) -> list[np.ndarray]:
-    channel_dim = 3 if kind == "depthwise" else 0
-    x, f, b = _operands(ctx, p.nchw)
-    n, h, w, cin = x.shape
+def conv_geometry(p: ConvParams, kind: str, x_shape, f_shape, b_shape) -> ConvGeometry:
+    if len(x_shape) != 4 or len(f_shape) != 4 or len(b_shape) != 1:
+        raise OpError(f"input and filter must be 4-D and bias 1-D, got ranks {len(x_shape)}, {len(f_shape)}, "
+                      f"{len(b_shape)}")
+    n, h, w, cin = (x_shape[0], x_shape[2], x_shape[3], x_shape[1]) if p.nchw else x_shape
     if kind == "depthwise":
-        if f.shape[0] != 1:
-            raise OpError(f"depthwise filter must have first dimension 1, got {f.shape[0]}")
-        cout = f.shape[3]
+        if f_shape[0] != 1:
+            raise OpError(f"depthwise filter must have first dimension 1, got {f_shape[0]}")
+        cout, groups = f_shape[3], cin
         if p.multiplier * cin != cout:
             raise OpError(f"depth_out {cout} != depth_in {cin} * multiplier {p.multiplier}")
-        groups = cin
-    elif kind == "grouped":
-        groups = p.groups
-        cout = f.shape[0]
-        if f.shape[3] * groups != cin or cout % groups:
-            raise OpError(f"filter {list(f.shape)} does not split input depth {cin} into {groups} groups")
     else:
-        groups = 1
-        cout = f.shape[0]
-        if f.shape[3] != cin:
-            raise OpError(f"filter depth {f.shape[3]} != input depth {cin}")
-    if b.shape[0] != cout:
-        raise OpError(f"bias length {b.shape[0]} != output depth {cout}")
+        cout, groups = f_shape[0], (p.groups if kind == "grouped" else 1)
+        if f_shape[3] * groups != cin or cout % groups:
+            raise OpError(f"filter {list(f_shape)} does not split input depth {cin} into {groups} groups")
+    if b_shape[0] != cout:
+        raise OpError(f"bias length {b_shape[0]} != output depth {cout}")
     if h <= 0 or w <= 0 or cin <= 0 or cout <= 0:
         raise OpError("only the batch dimension may be zero")
-    kh, kw = f.shape[1], f.shape[2]
+    kh, kw = f_shape[1], f_shape[2]
     if kh <= 0 or kw <= 0:
         raise OpError("filter spatial size must be positive")
     win = resolve_window(p.pad, h, w, kh, kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w)
     check_padding_below_filter(win, kh, kw)
     oh, ow = output_hw(win, h, w, kh, kw)
+    return ConvGeometry(n, h, w, cin, cout, kh, kw, groups, win, oh, ow)
+
+
+def _geometry(ctx: OpContext, kind: str) -> ConvGeometry:
+    return conv_geometry(ctx.params, kind, ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2))
+
+
+def _shape(kind: str):
+    return lambda node: [_geometry(node, kind).out_shape(node.params.nchw)]
+
+
+def _forward(ctx: OpContext, kind: str) -> list[np.ndarray]:
+    p = ctx.params
+    g = _geometry(ctx, kind)
+    x, f, b = operands(ctx, p.nchw)
     if kind == "depthwise":
-        acc = _depthwise_forward(x, f, p.multiplier, win, oh, ow)
+        acc = depthwise_forward(x, f, p.multiplier, g.win, g.oh, g.ow)
     else:
-        acc = _grouped_forward(x, f, groups, win, oh, ow)
-    return _finish(ctx, acc, b, p.activation, channel_dim, p.nchw)
+        acc = grouped_forward(x, f, g.groups, g.win, g.oh, g.ow)
+    return finish(ctx, acc, b, p.activation, 3 if kind == "depthwise" else 0, p.nchw)
 
 
-def _conv_ref(ctx: OpContext) -> list[np.ndarray]:
-    return _forward(ctx, _conv_params(ctx), "conv")
-
-
-def _depthwise_ref(ctx: OpContext) -> list[np.ndarray]:
-    return _forward(ctx, _depthwise_params(ctx), "depthwise")
-
-
-def _grouped_ref(ctx: OpContext) -> list[np.ndarray]:
-    return _forward(ctx, _grouped_params(ctx), "grouped")
-
-
-# --- transpose convolution --------------------------------------------------------------------
-
-def _transpose_ref(ctx: OpContext) -> list[np.ndarray]:
-    p = _transpose_params(ctx)
-    x, f, b = _operands(ctx, p.nchw)
-    n, h, w, cin = x.shape
-    cout, kh, kw = f.shape[0], f.shape[1], f.shape[2]
-    if f.shape[3] != cin or b.shape[0] != cout:
-        raise OpError(f"filter {list(f.shape)} / bias {list(b.shape)} do not match input depth {cin}")
-    if h <= 0 or w <= 0 or cin <= 0 or cout <= 0 or kh <= 0 or kw <= 0:
-        raise OpError("only the batch dimension may be zero")
-    if p.stride_h <= 0 or p.stride_w <= 0:
-        raise OpError("strides must be positive")
-    if p.pad.code is not None:
-        shape = np.asarray(ctx.input(3)).reshape(-1)
-        if shape.size != 4:
-            raise OpError(f"output shape tensor must have 4 elements, got {shape.size}")
-        req_h, req_w = (int(shape[2]), int(shape[3])) if p.nchw else (int(shape[1]), int(shape[2]))
-        top, bottom = implicit_padding(req_h, p.stride_h, 1, kh, p.pad.code, transpose=True)
-        left, right = implicit_padding(req_w, p.stride_w, 1, kw, p.pad.code, transpose=True)
-    else:
-        left, right, top, bottom = p.pad.left, p.pad.right, p.pad.top, p.pad.bottom
-    # Tail pads may be negative (they resolve the stride > 1 ambiguity); heads may not.
-    if left < 0 or top < 0:
-        raise OpError("leading padding must be non-negative")
-    oh = h * p.stride_h + kh - p.stride_h - top - bottom
-    ow = w * p.stride_w + kw - p.stride_w - left - right
-    if oh <= 0 or ow <= 0:
-        raise OpError(f"output spatial size {oh}x{ow} is empty")
-    full_h = max((h - 1) * p.stride_h + kh, top + oh)
-    full_w = max((w - 1) * p.stride_w + kw, left + ow)
-    # Each input pixel's [KH,KW,Cout] contribution in one GEMM, then one strided add per tap.
-    wmat = f.transpose(1, 2, 0, 3).reshape(kh * kw * cout, cin)
-    contrib = (x.reshape(n * h * w, cin) @ wmat.T).reshape(n, h, w, kh, kw, cout)
-    buf = np.zeros((n, full_h, full_w, cout), dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            buf[:, i:i + (h - 1) * p.stride_h + 1:p.stride_h,
-                j:j + (w - 1) * p.stride_w + 1:p.stride_w, :] += contrib[:, :, :, i, j, :]
-    acc = buf[:, top:top + oh, left:left + ow, :]
-    return _finish(ctx, acc, b, p.activation, 0, p.nchw)
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -352,6 +206,125 @@ def _make_validate(parse, channel_dim: int, scale_rule: bool):
     return validate
 
 
+# --- device implementations --------------------------------------------------------------------
+
+GEMM_MIN_WORK = 1 << 21  # multiply-adds from which a float convolution goes through im2col + GEMM
+
+
+def _filter_taps(node: OpNode, f: Tensor, kind: str, prepare) -> Callable[..., Expr]:
+    """(ky, kx, ic, co) -> the filter tap. A constant filter is copied as `prepare(weights)` gives
+    it (values, operand type) and, but for depthwise, laid out [KH, KW, Cg, Cout]: neighbouring
+    threads (output channels) then read neighbouring weights. Else the filter is read as given."""
+    if node.known(1):
+        values, operand_type = prepare(node.input(1))
+        if kind != "depthwise":
+            values = np.transpose(values, (1, 2, 3, 0))
+        f = node.constant(values, operand_type)
+        if kind != "depthwise":
+            return lambda ky, kx, ic, co: f.load(Coords(f.shape, [ky, kx, ic, co]))
+    if kind == "depthwise":
+        return lambda ky, kx, ic, co: f.load(Coords(f.shape, [0, ky, kx, co]))
+    return lambda ky, kx, ic, co: f.load(Coords(f.shape, [co, ky, kx, ic]))
+
+
+def _window_sum(node: OpNode, kind: str, c: Coords, x_at, w_at, init) -> Expr:
+    """The convolution at output coordinates c: init(co) plus, over the window's in-image taps
+    and the channels of co's group, x_at(input coordinates) * w_at(ky, kx, ic, co)."""
+    p, g = node.params, _geometry(node, kind)
+    src, dst = Image.of(node.in_shape(0), p.nchw), Image.of(node.out_shape(0), p.nchw)
+    bn, oy, ox, co = dst.split(c)
+    taps = window(oy, ox, window_geometry(g.win, g.kh, g.kw, g.h, g.w))
+    if kind == "depthwise":
+        body = x_at(src.at(bn, taps.ih, taps.iw, co / p.multiplier)) * w_at(taps.ky, taps.kx, 0, co)
+    else:
+        ic = Var("ic", "int")
+        first = (co / (g.cout // g.groups)) * g.cg + ic if g.groups > 1 else ic
+        body = x_at(src.at(bn, taps.ih, taps.iw, first)) * w_at(taps.ky, taps.kx, ic, co)
+        taps = taps.then(Loop(ic, g.cg))
+    return Reduce(taps.loops, [Acc(init(co), body, lambda a, v: a + v)])
+
+
+def _float_conv(kind: str):
+    def build(node: OpNode, ins: list):
+        x, f, b = ins[:3]
+        p, g = node.params, _geometry(node, kind)
+        if kind == "conv" and not p.nchw and node.known(1) and node.in_operand(0).type == F32 \
+                and g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= GEMM_MIN_WORK:
+            return _conv_gemm(node, x, b, g)
+        w_at = _filter_taps(node, f, kind, lambda w: (w, node.in_operand(1).type))
+        bias = lambda co: b.load(Coords(b.shape, [co]))  # noqa: E731
+        return Compute(node.out_shape(0), "float",
+                       lambda c: activation(_window_sum(node, kind, c, x.load, w_at, bias), p.activation))
+    build.__name__ = f"float_{kind}_conv"
+    return build
+
+
+def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute:
+    """CONV_2D as GEMM: patches [N*OH*OW, KH*KW*C] (the input itself for a 1x1 stride-1 unpadded
+    conv) times the filter as [KH*KW*C, Cout], then bias and activation in the epilogue."""
+    m, k = g.n * g.oh * g.ow, g.kh * g.kw * g.cin
+    w = node.constant(np.transpose(node.input(1), (1, 2, 3, 0)).reshape(k, g.cout), F32)
+    win = g.win
+    direct = g.kh == g.kw == 1 and win.stride_h == win.stride_w == 1 and win.pad_top == win.pad_left == 0 \
+        and (g.oh, g.ow) == (g.h, g.w)
+    if direct:
+        a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
+    else:
+        a = node.materialize(_im2col(node, x, g, m, k), "im2col")
+    product = node.gemm(a, w, m, g.cout, k)
+    shape, act = node.out_shape(0), node.params.activation
+    return Compute(shape, "float", lambda c: activation(product.at(c.flat_in(shape)) + b.load(Coords(b.shape, [c[3]])),
+                                                        act))
+
+
+def _im2col(node: OpNode, x: Tensor, g: ConvGeometry, m: int, k: int) -> Compute:
+    """Row r = (batch, oy, ox), column (ky, kx, ic): the input under that tap, 0 in the padding."""
+    geo = window_geometry(g.win, g.kh, g.kw, g.h, g.w)
+    src = Image.of(node.in_shape(0), False)
+
+    def value(c: Coords) -> Expr:
+        row, col = c[0], c[1]
+        ky, kx, ic = col / (g.cin * g.kw), (col / g.cin) % g.kw, col % g.cin
+        ih, iw = tap_row((row / g.ow) % g.oh, ky, geo), tap_col(row % g.ow, kx, geo)
+        return inside(ih, iw, geo).where(x.load(src.at(row / (g.ow * g.oh), ih, iw, ic)), 0.0)
+
+    return Compute((m, k), "float", value)
+
+
+def _quant_conv(kind: str):
+    def build(node: OpNode, ins: list):
+        x, f, b = ins[:3]
+        p, g = node.params, _geometry(node, kind)
+        per_channel = node.in_operand(1).type == PC
+        zx = node.in_operand(0).zeroPoint
+        zf = 0 if per_channel else node.in_operand(1).zeroPoint
+        channel_dim = 3 if kind == "depthwise" else 0
+        requant = requant_operands(node, *conv_requant_params(node, filter_scales(node, 1, channel_dim, g.cout),
+                                                              per_channel))
+        # int accumulation while the largest possible sum of 8-bit products fits
+        acc = "int" if g.kh * g.kw * g.cg * 255 * 255 < 1 << 31 else "long"
+        w_at = _filter_taps(node, f, kind, lambda w: (w.astype(np.int32) - zf, TI32))
+        if not node.known(1):
+            raw = w_at
+            w_at = lambda *tap: raw(*tap) - zf  # noqa: E731
+
+        def value(c: Coords) -> Expr:
+            total = _window_sum(node, kind, c, lambda at: (x.load(at) - zx).cast(acc),
+                                lambda *tap: w_at(*tap).cast(acc), lambda co: Const(0, acc))
+            co = Image.of(node.out_shape(0), p.nchw).split(c)[3]
+            m, s = requant(co)
+            return requantize_device(total.cast("long") + b.load(Coords(b.shape, [co])), m, s, node, p.activation)
+
+        return Compute(node.out_shape(0), "int", value)
+    build.__name__ = f"quant_{kind}_conv"
+    return build
+
+
+def _quant_filter(node: OpNode) -> bool:
+    t = node.in_operand(0).type
+    return t in QUANT8 and node.in_operand(1).type in (t, PC) and node.out_operand(0).type == t
+
+
 # --- signatures -------------------------------------------------------------------------------
 
 _CONV_FORMS = (optional_forms([I32] * 7, HalVersion.V1_0, [[BOOL], [I32, I32]])
@@ -359,13 +332,14 @@ _CONV_FORMS = (optional_forms([I32] * 7, HalVersion.V1_0, [[BOOL], [I32, I32]])
 _DEPTHWISE_FORMS = (optional_forms([I32] * 8, HalVersion.V1_0, [[BOOL], [I32, I32]])
                     + optional_forms([I32] * 5, HalVersion.V1_0, [[BOOL], [I32, I32]]))
 _GROUPED_FORMS = [([I32] * 8 + [BOOL], HalVersion.V1_2), ([I32] * 5 + [BOOL], HalVersion.V1_2)]
-_TRANSPOSE_FORMS = [([I32] * 7 + [BOOL], HalVersion.V1_2), ([TI32] + [I32] * 4 + [BOOL], HalVersion.V1_2)]
 
-register(OpSpec(Op.CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _CONV_FORMS), _conv_ref,
-                _make_validate(_conv_params, 0, True)))
-register(OpSpec(Op.DEPTHWISE_CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _DEPTHWISE_FORMS), _depthwise_ref,
-                _make_validate(_depthwise_params, 3, True)))
-register(OpSpec(Op.GROUPED_CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _GROUPED_FORMS), _grouped_ref,
-                _make_validate(_grouped_params, 0, False)))
-register(OpSpec(Op.TRANSPOSE_CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _TRANSPOSE_FORMS), _transpose_ref,
-                _make_validate(_transpose_params, 0, False)))
+for _op, _kind, _forms, _parse, _channel_dim in (
+        (Op.CONV_2D, "conv", _CONV_FORMS, _conv_params, 0),
+        (Op.DEPTHWISE_CONV_2D, "depthwise", _DEPTHWISE_FORMS, _depthwise_params, 3),
+        (Op.GROUPED_CONV_2D, "grouped", _GROUPED_FORMS, _grouped_params, 0)):
+    _spec = register(OpSpec(_op, build_signatures(CONV_TENSOR_CONFIGS, _forms),
+                            lambda ctx, _kind=_kind: _forward(ctx, _kind),
+                            _make_validate(_parse, _channel_dim, _kind != "grouped"),
+                            shape=_shape(_kind), params=_parse, pattern=Pattern.REDUCTION))
+    _spec.device(floats(0, 1, 2))(_float_conv(_kind))
+    _spec.device(_quant_filter)(_quant_conv(_kind))

@@ -14,6 +14,9 @@ import numpy as np
 
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
+from ..ir import Expr, clamp
+from ..ir.fixedpoint import mbqm
+from ..ir.window import Geometry
 from ._movement_util import pad_constant
 from .quant import (
     VALID_ACTIVATIONS,
@@ -183,6 +186,12 @@ def resolve_window(pad: Padding, in_h: int, in_w: int, filter_h: int, filter_w: 
     return Window(top, bottom, left, right, stride_h, stride_w, dil_h, dil_w)
 
 
+def window_geometry(win: Window, filter_h: int, filter_w: int, in_h: int, in_w: int) -> Geometry:
+    """The window as device kernels iterate it (nngpu.ir.window)."""
+    return Geometry(filter_h, filter_w, win.stride_h, win.stride_w, win.pad_top, win.pad_left, in_h, in_w,
+                    win.dil_h, win.dil_w)
+
+
 def check_padding_below_filter(win: Window, filter_h: int, filter_w: int) -> None:
     """The reference requires each pad to be smaller than the (dilated) filter extent."""
     eff_h = (filter_h - 1) * win.dil_h + 1
@@ -298,6 +307,22 @@ def conv_requant_params(ctx: OpContext, fscales: np.ndarray, per_channel: bool) 
         mults.append(m)
         shifts.append(s)
     return np.asarray(mults, dtype=np.int64), np.asarray(shifts, dtype=np.int64)
+
+
+def requant_operands(node, mults: np.ndarray, shifts: np.ndarray):
+    """channel -> (multiplier, shift) as device expressions: constants when one pair serves every
+    channel, else loads from per-channel tables (created now, at build time)."""
+    if np.all(mults == mults[0]) and np.all(shifts == shifts[0]):
+        return lambda channel: (int(mults[0]), int(shifts[0]))
+    m, s = (node.constant(v.astype(np.int32), TI32) for v in (mults, shifts))
+    return lambda channel: (m.at(channel), s.at(channel))
+
+
+def requantize_device(acc: Expr, multiplier, shift, node, activation: int) -> Expr:
+    """The device form of `requantize`: an int accumulator to the clamped output value."""
+    out = node.out_operand(0)
+    lo, hi = activation_range_quant(activation, out.scale, out.zeroPoint, out.type)
+    return clamp(mbqm(acc, multiplier, shift) + out.zeroPoint, lo, hi).cast("int")
 
 
 def requantize(acc: np.ndarray, mults: np.ndarray, shifts: np.ndarray, ctx: OpContext, activation: int) -> np.ndarray:

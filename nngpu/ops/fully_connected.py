@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..hal.types import OperationType as Op
+from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Var
+from ._device import activation, floats
 from .conv_common import (
     F16,
     F32,
@@ -26,8 +28,10 @@ from .conv_common import (
     is_quant,
     quant_scale_rule,
     requantize,
+    requantize_device,
 )
-from .registry import HalVersion, OpContext, OpError, OpSpec, register
+from .node import OpNode
+from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register
 
 _CONFIGS = [
     ((F32, F32, F32), HalVersion.V1_0),
@@ -91,5 +95,72 @@ def _validate(ctx: OpContext) -> None:
         check_activation(int_arg(ctx, 3))
 
 
-register(OpSpec(Op.FULLY_CONNECTED, build_signatures(_CONFIGS, [([I32], HalVersion.V1_0)]), _reference,
-                _validate))
+def _shape(ctx: OpContext) -> list[tuple[int, ...]]:
+    batch, _, units = _shapes(ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2))
+    return [(batch, units)]
+
+
+SPEC = register(OpSpec(Op.FULLY_CONNECTED, build_signatures(_CONFIGS, [([I32], HalVersion.V1_0)]), _reference,
+                       _validate, shape=_shape, pattern=Pattern.REDUCTION))
+
+GEMM_MIN_WORK = 1 << 21  # multiply-adds from which a float fully connected layer is a GEMM call
+
+
+def _dot(node: OpNode, x, w_at, init, cast, dtype: str) -> Compute:
+    """out[b, u] = init(u) + sum over k of cast(x[b, k]) * w_at(k, u), in `dtype`."""
+    batch, k, units = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
+
+    def value(c: Coords) -> Expr:
+        kv = Var("k", "int")
+        body = cast(x.at(c[0] * k + kv)) * w_at(kv, c[1])
+        return Reduce([Loop(kv, k)], [Acc(init(c[1]), body, lambda a, v: a + v)])
+
+    return Compute((batch, units), dtype, value)
+
+
+def _weights(node: OpNode, w, prepare):
+    """(k, u) -> the weight: a constant matrix is copied as [K, units] (`prepare` gives its
+    values and type), so neighbouring threads (units) read neighbouring weights."""
+    if node.known(1):
+        values, operand_type = prepare(node.input(1))
+        wt = node.constant(np.ascontiguousarray(values.T), operand_type)
+        return lambda kv, u: wt.load(Coords(wt.shape, [kv, u]))
+    return lambda kv, u: w.load(Coords(w.shape, [u, kv]))
+
+
+@SPEC.device(floats(0, 1, 2))
+def _float_fully_connected(node: OpNode, ins: list) -> Compute:
+    x, w, b = ins[:3]
+    act = check_activation(int_arg(node, 3))
+    batch, k, units = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
+    bias = lambda u: b.at(u)  # noqa: E731
+    if node.known(1) and node.in_operand(0).type == F32 and batch * units * k >= GEMM_MIN_WORK:
+        wt = node.constant(np.ascontiguousarray(node.input(1).T), F32)
+        a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
+        product = node.gemm(a, wt, batch, units, k)
+        return Compute((batch, units), "float", lambda c: activation(product.at(c.flat_in((batch, units))) + bias(c[1]), act))
+    dot = _dot(node, x, _weights(node, w, lambda v: (v, node.in_operand(1).type)), bias, lambda v: v, "float")
+    return Compute(dot.shape, "float", lambda c: activation(dot.load(c), act))
+
+
+def _quantized(node: OpNode) -> bool:
+    t = node.in_operand(0).type
+    return t in (Q8, S8) and node.in_operand(1).type == t
+
+
+@SPEC.device(_quantized)
+def _quant_fully_connected(node: OpNode, ins: list) -> Compute:
+    x, w, b = ins[:3]
+    act = check_activation(int_arg(node, 3))
+    _, k, _ = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
+    zx, zw = node.in_operand(0).zeroPoint, node.in_operand(1).zeroPoint
+    mults, shifts = conv_requant_params(node, filter_scales(node, 1, 0, 1), False)
+    acc = "int" if k * 255 * 255 < 1 << 31 else "long"
+    w_at = _weights(node, w, lambda v: (v.astype(np.int32) - zw, TI32))
+    if not node.known(1):
+        raw = w_at
+        w_at = lambda kv, u: raw(kv, u) - zw  # noqa: E731
+    dot = _dot(node, x, lambda kv, u: w_at(kv, u).cast(acc), lambda u: Const(0, acc), lambda v: (v - zx).cast(acc),
+               acc)
+    return Compute(dot.shape, "int", lambda c: requantize_device(dot.load(c).cast("long") + b.at(c[1]), int(mults[0]),
+                                                                 int(shifts[0]), node, act))

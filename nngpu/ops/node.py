@@ -41,11 +41,17 @@ class OpNode(OpContext):
         self.index = index
         self.shapes = shapes
         self.builder = builder
-        self._params: object = None
 
     # ---- what shape functions read ----------------------------------------------------------
     def in_shape(self, i: int) -> tuple[int, ...]:
-        return self.shapes[self.operation.inputs[i]]
+        shape = self.shapes.get(self.operation.inputs[i])
+        if shape is None:
+            raise OpError(f"input {i} has no value")
+        return shape
+
+    def given(self, i: int) -> bool:
+        """Input i is present: its shape is known (an execution may leave a model input out)."""
+        return not self.is_omitted(i) and self.operation.inputs[i] in self.shapes
 
     def out_shape(self, i: int) -> tuple[int, ...]:
         return self.shapes[self.operation.outputs[i]]
@@ -73,15 +79,6 @@ class OpNode(OpContext):
         """Known at compile time (a constant operand or a value the plan is specialised on)."""
         return i < self.num_inputs and self.values[i] is not None
 
-    @property
-    def params(self):
-        """The operation's parameters, parsed once (spec.params)."""
-        if self._params is None:
-            if self.spec.params is None:
-                raise AttributeError(f"{self.spec.type.name} has no parameter parser")
-            self._params = self.spec.params(self)
-        return self._params
-
     def output_shapes(self) -> list[tuple[int, ...]]:
         """Shapes of the outputs from the spec's shape function (DataDependent without one)."""
         if self.spec.shape is None:
@@ -98,19 +95,26 @@ class OpNode(OpContext):
                 raise OpError(f"output {k} has shape {list(s)}, the model says {list(dims)}")
         return shapes
 
-    # ---- what device implementations create -------------------------------------------------
+    # ---- what device implementations create (in `build` itself: a Compute's function runs ----
+    # ---- later, once per use, when nothing can be created any more) --------------------------
+    def _builder(self):
+        if self.builder is None:
+            raise RuntimeError(f"{self.spec.type.name}: constants and steps are created in build, "
+                               "not inside a Compute's function")
+        return self.builder
+
     def constant(self, value: np.ndarray, operand_type: int) -> "BufferTensor":
         """A constant in the layout the kernel reads best, uploaded once at prepare."""
-        return self.builder.constant(np.ascontiguousarray(value), operand_type)
+        return self._builder().constant(np.ascontiguousarray(value), operand_type)
 
     def temp(self, shape: Sequence[int], storage: str = "float") -> "BufferTensor":
-        return self.builder.temp(tuple(shape), storage)
+        return self._builder().temp(tuple(shape), storage)
 
     def materialize(self, compute: "Compute", name: str) -> "BufferTensor":
         """A kernel storing `compute` into a temporary before this operation's kernel."""
-        return self.builder.materialize(compute, name)
+        return self._builder().materialize(compute, name)
 
     def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int) -> "BufferTensor":
         """C[m, n] = A[m, k] @ B[k, n] by the backend's float32 GEMM, into a temporary."""
-        return self.builder.gemm(a, b, m, n, k)
+        return self._builder().gemm(a, b, m, n, k)
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hal.types import OperationType as Op
+from ..ir import Acc, Compute, Const, Coords, Expr, Reduce, clamp, fn
+from ..ir.window import Image, window
+from ._device import QUANT8, activation, floats, types_in
+from .dtypes import quant_range
 from .conv_common import (
     BOOL,
     F16,
@@ -36,11 +40,14 @@ from .conv_common import (
     resolve_window,
     tap,
     to_nhwc,
+    Window,
+    window_geometry,
     window_valid_mask,
     window_view,
 )
 from .quant import activation_range_quant
-from .registry import HalVersion, OpContext, OpError, OpSpec, register, sig
+from .node import OpNode
+from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register, sig
 
 
 @dataclass
@@ -65,17 +72,31 @@ def _params(ctx: OpContext) -> PoolParams:
     return p
 
 
-def _setup(ctx: OpContext):
-    """Common setup: params, NHWC input, resolved window and output size."""
-    p = _params(ctx)
-    x = to_nhwc(ctx.input(0), p.nchw)
-    n, h, w, c = x.shape
-    if h <= 0 or w <= 0 or c <= 0:
+def _geometry(ctx: OpContext) -> tuple[PoolParams, Image, Window, int, int]:
+    """Params, the input image, the resolved window and the output size, checked as the
+    reference checks them."""
+    p = ctx.params
+    shape = ctx.in_shape(0)
+    if len(shape) != 4:
+        raise OpError(f"expected a 4-D tensor, got rank {len(shape)}")
+    src = Image.of(shape, p.nchw)
+    if src.h <= 0 or src.w <= 0 or src.c <= 0:
         raise OpError("only the batch dimension may be zero")
-    win = resolve_window(p.pad, h, w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
+    win = resolve_window(p.pad, src.h, src.w, p.filter_h, p.filter_w, p.stride_h, p.stride_w)
     check_padding_below_filter(win, p.filter_h, p.filter_w)
-    oh, ow = output_hw(win, h, w, p.filter_h, p.filter_w)
-    return p, x, win, oh, ow
+    oh, ow = output_hw(win, src.h, src.w, p.filter_h, p.filter_w)
+    return p, src, win, oh, ow
+
+
+def _shape(ctx: OpContext) -> list[tuple[int, ...]]:
+    p, src, _, oh, ow = _geometry(ctx)
+    return [(src.n, src.c, oh, ow) if p.nchw else (src.n, oh, ow, src.c)]
+
+
+def _setup(ctx: OpContext):
+    """The reference's setup: params, NHWC input, resolved window and output size."""
+    p, _, win, oh, ow = _geometry(ctx)
+    return p, to_nhwc(ctx.input(0), p.nchw), win, oh, ow
 
 
 # Above this many filter taps (global-style pooling) one reduction over the strided window
@@ -150,6 +171,65 @@ def _l2(ctx: OpContext) -> list[np.ndarray]:
     return [from_nhwc(clip_activation(y, p.activation), p.nchw)]
 
 
+# ---- device implementations: one window reduction per output element -------------------------
+
+_FLOAT_MIN = -3.402823466e+38
+
+
+def _taps(node: OpNode, c: Coords):
+    """(params, the input tensor's coordinates at a tap, the taps of c's window)."""
+    p, src, win, _, _ = _geometry(node)
+    bn, oy, ox, ch = Image.of(node.out_shape(0), p.nchw).split(c)
+    taps = window(oy, ox, window_geometry(win, p.filter_h, p.filter_w, src.h, src.w))
+    return p, src.at(bn, taps.ih, taps.iw, ch), taps
+
+
+def _float_pool(kind: str):
+    def build(node: OpNode, ins: list) -> Compute:
+        x = ins[0]
+
+        def value(c: Coords) -> Expr:
+            p, at, taps = _taps(node, c)
+            v = x.load(at)
+            if kind == "max":
+                y = Reduce(taps.loops, [Acc(Const(_FLOAT_MIN, "float"), v, lambda a, e: fn("fmax", a, e))])
+            else:
+                red = Reduce(taps.loops, [Acc(Const(0.0, "float"), v * v if kind == "l2" else v, lambda a, e: a + e),
+                                          Acc(Const(0, "int"), Const(1, "int"), lambda a, e: a + e)])
+                count = red.out(1)
+                mean = count.where(red / count.cast("float"), 0.0)
+                y = fn("sqrt", mean) if kind == "l2" else mean
+            return activation(y, p.activation)
+
+        return Compute(node.out_shape(0), "float", value)
+    build.__name__ = f"float_{kind}_pool"
+    return build
+
+
+def _quant_pool(kind: str):
+    def build(node: OpNode, ins: list) -> Compute:
+        x = ins[0]
+        out = node.out_operand(0)
+
+        def value(c: Coords) -> Expr:
+            p, at, taps = _taps(node, c)
+            v = x.load(at)
+            lo, hi = activation_range_quant(p.activation, out.scale, out.zeroPoint, out.type)
+            if kind == "max":
+                y = Reduce(taps.loops, [Acc(Const(quant_range(out.type)[0], "int"), v, lambda a, e: (e > a).where(e, a))])
+                return clamp(y, lo, hi)
+            red = Reduce(taps.loops, [Acc(Const(0, "int"), v, lambda a, e: a + e),
+                                      Acc(Const(0, "int"), Const(1, "int"), lambda a, e: a + e)])
+            total, count = red, red.out(1)
+            # (sum ± count/2) / count with C truncation: rounds half away from zero
+            half = count / 2
+            return clamp((total >= 0).where((total + half) / count, -((half - total) / count)), lo, hi)
+
+        return Compute(node.out_shape(0), "int", value)
+    build.__name__ = f"quant_{kind}_pool"
+    return build
+
+
 def _validate(ctx: OpContext) -> None:
     rank = len(ctx.in_operand(0).dimensions)
     if rank and rank != 4:
@@ -165,6 +245,11 @@ def _signatures(types: list[tuple]) -> list:
 
 
 _ALL = [(F32, HalVersion.V1_0), (Q8, HalVersion.V1_0), (F16, HalVersion.V1_2), (S8, HalVersion.V1_3)]
-register(OpSpec(Op.AVERAGE_POOL_2D, _signatures(_ALL), _average, _validate))
-register(OpSpec(Op.MAX_POOL_2D, _signatures(_ALL), _max, _validate))
-register(OpSpec(Op.L2_POOL_2D, _signatures([(F32, HalVersion.V1_0), (F16, HalVersion.V1_2)]), _l2, _validate))
+_FLOATS = [(F32, HalVersion.V1_0), (F16, HalVersion.V1_2)]
+for _op, _kind, _ref, _types in ((Op.AVERAGE_POOL_2D, "avg", _average, _ALL), (Op.MAX_POOL_2D, "max", _max, _ALL),
+                                 (Op.L2_POOL_2D, "l2", _l2, _FLOATS)):
+    _spec = register(OpSpec(_op, _signatures(_types), _ref, _validate, shape=_shape, params=_params,
+                            pattern=Pattern.REDUCTION))
+    _spec.device(floats(0))(_float_pool(_kind))
+    if _kind != "l2":
+        _spec.device(types_in(QUANT8, 0))(_quant_pool(_kind))

@@ -74,6 +74,17 @@ class OpContext:
         self.subgraphs = subgraphs      # 1.3 referenced subgraphs, for IF / WHILE
         self.executor = executor        # runs a referenced subgraph, for IF / WHILE
         self.deadline_ns = deadline_ns  # time.monotonic_ns() by which a WHILE loop must end
+        self._params: object = None
+
+    @property
+    def params(self):
+        """The operation's parameters, parsed once by its spec's `params`."""
+        if self._params is None:
+            parse = REGISTRY[self.operation.type].params
+            if parse is None:
+                raise AttributeError(f"{OperationType(self.operation.type).name} has no parameter parser")
+            self._params = parse(self)
+        return self._params
 
     @property
     def num_inputs(self) -> int:
@@ -93,6 +104,11 @@ class OpContext:
         """True when input i exists and has a value (is not omitted)."""
         return (i < self.num_inputs and self.in_operand(i).lifetime != OperandLifeTime.NO_VALUE
                 and self.values[i] is not None)
+
+    def given(self, i: int) -> bool:
+        """Optional input i is present: not omitted, and not a model input the execution left
+        without a value."""
+        return self.has_input(i)
 
     def is_omitted(self, i: int) -> bool:
         return i >= self.num_inputs or self.in_operand(i).lifetime == OperandLifeTime.NO_VALUE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nngpu.compiler.lower import KernelStep, lower_model as lower
+from nngpu.compiler.lower import KernelStep, Transfer, lower_model
 from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import DataLocation, Model, Operand, OperandLifeTime, OperandType as T, Operation, OperationType as Op
 from nngpu.modelutil import as_model_1_3
@@ -57,21 +57,27 @@ def chain_model(n_ops: int = 8, shape=SHAPE, kinds=TRANSCENDENTAL) -> Model:
     return Model(operands, ops, [0], [prev], values)
 
 
+def _kernels(spec) -> list[KernelStep]:
+    """The steps, checked to be the input upload and kernels only."""
+    assert isinstance(spec.steps[0], Transfer) and spec.stop is None
+    assert all(isinstance(s, KernelStep) for s in spec.steps[1:])
+    return spec.steps[1:]
+
+
 def test_elementwise_chain_becomes_one_kernel():
-    spec = lower(GraphRunner(as_model_1_3(chain_model())), "opencl")
-    assert spec is not None and len(spec.steps) == 1
-    step = spec.steps[0]
-    assert isinstance(step, KernelStep) and len(step.ops) == 8 and step.kind == "fused"
-    unfused = lower(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse_ops=False)
-    assert len(unfused.kernels) == 8 and unfused.counts() == (8, 0)
+    spec = lower_model(GraphRunner(as_model_1_3(chain_model())), "opencl")
+    kernels = _kernels(spec)
+    assert len(kernels) == 1 and kernels[0].ops == list(range(8))
+    unfused = lower_model(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse=False)
+    assert len(_kernels(unfused)) == 8 and (unfused.device_ops, unfused.host_ops) == (8, 0)
 
 
 def test_intermediates_share_buffers_when_unfused():
-    spec = lower(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse_ops=False)
+    spec = lower_model(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse=False)
     # 7 intermediates between 8 kernels: ping-pong reuse keeps them in two slots.
     model = as_model_1_3(chain_model()).main
     temps = [i for i, o in enumerate(model.operands) if o.lifetime == OperandLifeTime.TEMPORARY_VARIABLE]
-    assert len(temps) == 7 and len({spec.buffer_of[i] for i in temps}) == 2
+    assert len(temps) == 7 and len({spec.slot_of[i] for i in temps}) == 2
 
 
 @pytest.mark.parametrize("backend", device_backends())
@@ -86,10 +92,18 @@ def test_plan_matches_reference(backend, fusion, kinds):
     np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-6, atol=1e-6)
 
 
-def test_static_shapes_required():
-    """A model whose input extent is unknown gets no device plan (host reference)."""
-    m = chain_model(shape=[0, 8])
-    assert lower(GraphRunner(as_model_1_3(m)), "opencl") is None
+def test_unknown_input_extents_are_compiled_per_shape():
+    """A model whose input extent is unknown is compiled for each input shape it is run with."""
+    from nngpu.driver.device import Device
+
+    for backend in device_backends():
+        device = Device(backend)
+        for rows in (3, 5, 3):
+            x = np.linspace(-3, 3, rows * 8, dtype=np.float32).reshape(rows, 8)
+            ref = run_model(chain_model(shape=[0, 8]), [x], [x.nbytes], Device("numpy"))
+            got = run_model(chain_model(shape=[0, 8]), [x], [x.nbytes], device)
+            assert got.shapes == ref.shapes == [[rows, 8]]
+            np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-6, atol=1e-6)
 
 
 def test_constant_subgraphs_are_folded_at_prepare():
@@ -111,8 +125,8 @@ def test_constant_subgraphs_are_folded_at_prepare():
     m.operands[2].numberOfConsumers = 2
     m.operations.append(Operation(Op.MUL, [x_idx, add_out, 2], [out_idx]))
     m.inputIndexes, m.outputIndexes = [x_idx], [out_idx]
-    spec = lower(GraphRunner(as_model_1_3(m)), "opencl")
-    assert len(spec.steps) == 1 and spec.steps[0].ops == [1]
+    spec = lower_model(GraphRunner(as_model_1_3(m)), "opencl")
+    assert [s.ops for s in _kernels(spec)] == [[1]]
     x = np.full((2, 3), 2.0, np.float32)
     for backend in device_backends():
         got = run_model(m, [x], [x.nbytes], Device(backend))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.lower import LibraryStep, lower
+from nngpu.compiler.lower import GemmStep, lower_model
 from nngpu.driver.device import Device
 from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import OperandType as T, OperationType as Op
@@ -46,8 +46,8 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_takes_the_gemm_path(name):
     model, _ = CASES[name]()
-    spec = lower(GraphRunner(as_model_1_3(model)), "opencl")
-    assert any(isinstance(s, LibraryStep) for s in spec.steps)
+    spec = lower_model(GraphRunner(as_model_1_3(model)), "opencl")
+    assert any(isinstance(s, GemmStep) for s in spec.steps)
 
 
 @pytest.mark.parametrize("backend", device_backends())

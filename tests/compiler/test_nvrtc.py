@@ -1,42 +1,49 @@
 """Every CUDA kernel the compiler generates for the corpus compiles to sm_90 with NVRTC, so the
-CUDA dialect cannot rot on machines without a GPU. Kernels are deduplicated and compiled in
-batches (one translation unit per batch, the prelude once)."""
+CUDA dialect cannot rot on machines without a GPU. Each case's plan is lowered for its own
+inputs (every barrier answered from a reference run, as the plan answers it at run time); the
+kernels are deduplicated and compiled in batches, one translation unit each."""
 from __future__ import annotations
 
-import re
+import dataclasses
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nngpu.compiler.lower import lower
-from nngpu.compiler.render import CUDA
-from nngpu.cts.loader import build_model, load_cases
 from nngpu.compiler.interpreter import GraphRunner
+from nngpu.compiler.lower import trace_segments
+from nngpu.compiler.render import RENDERERS
+from nngpu.cts.loader import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
+
+from ..ops.test_shape_functions import case_inputs
 
 cupy = pytest.importorskip("cupy", reason="CuPy + NVRTC (extra 'cuda') are not installed")
 from cupy.cuda import nvrtc  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "nnapi-cts"
 BATCH = 150
+CUDA = RENDERERS["cuda"]
 
 
-def corpus_cuda_kernels() -> dict[str, str]:
-    """source → the first case that generated it."""
-    kernels: dict[str, str] = {}
+def corpus_cuda_kernels() -> dict[str, tuple]:
+    """source → (the kernel, the first case that generated it)."""
+    kernels: dict[str, tuple] = {}
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         for case in load_cases(CORPUS):
             if case.expect_failure:
                 continue
             try:
-                spec = lower(GraphRunner(as_model_1_3(build_model(case))), "cuda")
+                model = as_model_1_3(build_model(case))
+                runner = GraphRunner(model)
+                segments = trace_segments(runner, runner.trace(case_inputs(case, model)), "cuda")
             except Exception:
-                continue  # a model the driver rejects generates nothing
-            for step in spec.kernels if spec else []:
-                kernels.setdefault(step.source, case.name)
+                continue  # a model the reference rejects generates nothing
+            for seg in segments:
+                for step in seg.kernels:
+                    kernels.setdefault(step.source, (step.kernel, case.name))
     return kernels
 
 
@@ -52,23 +59,19 @@ def _compile(source: str, name: str) -> str | None:
         nvrtc.destroyProgram(prog)
 
 
-def _strip(source: str, n: int) -> str:
-    body = source.replace(CUDA.prelude, "", 1)
-    return re.sub(r'extern "C" __global__ void (\w+)\(', f'extern "C" __global__ void k{n}_\\1(', body, count=1)
-
-
 def test_every_generated_cuda_kernel_compiles_for_sm_90():
     kernels = corpus_cuda_kernels()
     assert len(kernels) > 100, "the corpus should generate many kernels"
-    sources = list(kernels)
+    items = list(kernels.items())
     failures = []
-    for start in range(0, len(sources), BATCH):
-        batch = sources[start : start + BATCH]
-        unit = CUDA.prelude + "\n".join(_strip(s, start + i) for i, s in enumerate(batch))
+    for start in range(0, len(items), BATCH):
+        batch = items[start:start + BATCH]
+        unit = CUDA.render_unit([dataclasses.replace(k, name=f"k{start + n}_{k.name}")
+                                 for n, (_, (k, _)) in enumerate(batch)])
         if _compile(unit, f"batch{start}") is None:
             continue
-        for s in batch:  # find the culprit
-            log = _compile(s, "single")
+        for source, (_, case) in batch:  # find the culprit
+            log = _compile(source, "single")
             if log is not None:
-                failures.append(f"{kernels[s]}: {log[:400]}")
+                failures.append(f"{case}: {log[:400]}")
     assert not failures, f"{len(failures)} kernels fail: " + "\n".join(failures[:5])

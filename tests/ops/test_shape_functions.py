@@ -28,7 +28,8 @@ CORPUS = Path(__file__).resolve().parents[1] / "data" / "nnapi-cts"
 SAMPLE_EVERY = 4
 
 
-def _inputs(case, model) -> list[np.ndarray | None]:
+def case_inputs(case, model) -> list[np.ndarray | None]:
+    """A corpus case's input values, as the driver reads them from its request."""
     ex = build_request(case)
     values = []
     for arg, idx in zip(ex.request.inputs, model.main.inputIndexes):
@@ -91,7 +92,7 @@ def test_shape_functions_match_the_reference(shape_case):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         try:
-            values = runner.trace(_inputs(shape_case, model))
+            values = runner.trace(case_inputs(shape_case, model))
         except ExecutionError:
             pytest.skip("the reference rejects these inputs")
     problems = _check(runner, values)
