@@ -77,6 +77,12 @@ def from_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
     return np.transpose(x, (0, 3, 1, 2)) if nchw else x
 
 
+def shape_from_nhwc(shape: tuple[int, int, int, int], nchw: bool) -> tuple[int, int, int, int]:
+    """An [batches, height, width, depth] shape in the op's layout."""
+    n, h, w, c = shape
+    return (n, c, h, w) if nchw else shape
+
+
 # ---------------------------------------------------------------- checks
 
 def require(cond: bool, reason: str) -> None:
@@ -92,6 +98,19 @@ def check_rank(ctx: OpContext, i: int, rank: int, name: str) -> None:
         return
     dims = ctx.in_operand(i).dimensions
     require(not dims or len(dims) == rank, f"{name} must be {rank}-D, got dims {list(dims)}")
+
+
+def dims(node: OpContext, i: int, rank: int, name: str) -> tuple[int, ...]:
+    """Input i's shape, which must have `rank` dimensions (shape functions)."""
+    shape = node.in_shape(i)
+    require(len(shape) == rank, f"{name} must be {rank}-D, got shape {list(shape)}")
+    return shape
+
+
+def nhwc_dims(node: OpContext, i: int, nchw: bool, name: str) -> tuple[int, int, int, int]:
+    """The 4-D input i's shape as [batches, height, width, depth] (shape functions)."""
+    n, a, b, c = dims(node, i, 4, name)
+    return (n, b, c, a) if nchw else (n, a, b, c)
 
 
 def check_box_quant(ctx: OpContext, i: int, name: str, zero_point: int | None = 0) -> None:

@@ -2,7 +2,8 @@
 
 A SUBGRAPH operand's location.offset is the index of the referenced subgraph. WHILE loops are
 bounded by the execution's loop timeout (LoopTimeoutDurationNs::DEFAULT unless the request
-gives one): past it the execution is aborted with MISSED_DEADLINE_TRANSIENT."""
+gives one): past it the execution is aborted with MISSED_DEADLINE_TRANSIENT. Their output
+shapes are those the subgraphs compute, known only once the operation has run."""
 from __future__ import annotations
 
 import time
@@ -11,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ..hal.types import ErrorStatus, LoopTimeoutDurationNs, OperandType as T, OperationType
+from .node import DataDependent
 from .registry import HalVersion, OpContext, OpError, OpSpec, register
 
 
@@ -78,5 +80,14 @@ def _validate_while(ctx: OpContext) -> None:
         raise OpError("WHILE body subgraph has the wrong signature")
 
 
-register(OpSpec(OperationType.IF, [], _if, _validate_if, matcher=_if_matcher, foldable=False))
-register(OpSpec(OperationType.WHILE, [], _while, _validate_while, matcher=_while_matcher, foldable=False))
+def _if_shape(node: OpContext) -> list[tuple[int, ...]]:
+    raise DataDependent("IF: the outputs are those the branch taken computes")
+
+
+def _while_shape(node: OpContext) -> list[tuple[int, ...]]:
+    raise DataDependent("WHILE: the outputs are those the last iteration computes")
+
+
+register(OpSpec(OperationType.IF, [], _if, _validate_if, shape=_if_shape, matcher=_if_matcher, foldable=False))
+register(OpSpec(OperationType.WHILE, [], _while, _validate_while, shape=_while_shape, matcher=_while_matcher,
+                foldable=False))

@@ -3,7 +3,9 @@ DETECTION_POSTPROCESSING.
 
 Semantics follow the AOSP reference (bbox_ops): every variant dequantizes / widens to float32,
 runs the float32 algorithm, and converts the results back (quantized boxes use the fixed scale
-0.125). NMS is sequential by nature; everything around it is vectorised.
+0.125). NMS is sequential by nature; everything around it is vectorised. The shape functions
+hold the shape rules (the references call them first); how many boxes BOX_WITH_NMS_LIMIT and
+GENERATE_PROPOSALS keep is known only once they have run.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ..hal.types import OperationType as Op
 from . import box_utils as bu
 from .box_utils import F32, FLOATS, I32T, Q8, Q8S, Q16A, Q16S, QUANTS, require
 from .registry import HalVersion as V
+from .node import DataDependent
 from .registry import OpContext, OpSpec, register, sig
 
 
@@ -26,19 +29,25 @@ def _bbox_check(ctx: OpContext) -> None:
     bu.check_box_quant(ctx, 3, "image info")
 
 
+def _bbox_shape(node: OpContext) -> list[tuple[int, ...]]:
+    """The boxes out have the deltas' shape [num_rois, num_classes * 4]."""
+    (n, four), deltas = bu.dims(node, 0, 2, "rois"), bu.dims(node, 1, 2, "deltas")
+    batches, info = bu.dims(node, 2, 1, "batches"), bu.dims(node, 3, 2, "image info")
+    require(four == 4, "rois must be [num_rois, 4]")
+    require(deltas[0] == n and deltas[1] > 0 and deltas[1] % 4 == 0, "deltas must be [num_rois, num_classes * 4]")
+    require(batches == (n,), "batches must be [num_rois]")
+    require(info[0] > 0 and info[1] == 2, "image info must be [batches, 2]")
+    return [deltas]
+
+
 def _bbox_transform(ctx: OpContext) -> list[np.ndarray]:
     _bbox_check(ctx)
+    (shape,) = _bbox_shape(ctx)
     roi_raw, delta_raw, batches, info_raw = (ctx.input(i) for i in range(4))
-    n = roi_raw.shape[0]
-    require(roi_raw.shape[1] == 4, "rois must be [num_rois, 4]")
-    num_classes = delta_raw.shape[1] // 4
-    require(num_classes > 0 and delta_raw.shape == (n, num_classes * 4), "deltas must be [num_rois, num_classes * 4]")
-    require(batches.shape == (n,), "batches must be [num_rois]")
-    require(info_raw.shape[0] > 0 and info_raw.shape[1] == 2, "image info must be [batches, 2]")
     out_op = ctx.out_operand(0)
     quant = out_op.type == Q16A
-    if n == 0:
-        return [np.zeros((0, num_classes * 4), dtype=roi_raw.dtype)]
+    if roi_raw.shape[0] == 0:
+        return [np.zeros(shape, dtype=roi_raw.dtype)]
     require(bool(np.all((batches >= 0) & (batches < info_raw.shape[0]))), "batch index out of range")
     rois = bu.to_float(roi_raw, ctx.in_operand(0))
     bu.check_valid_boxes(rois, "rois")
@@ -55,7 +64,7 @@ def _bbox_signatures():
 
 
 register(OpSpec(Op.AXIS_ALIGNED_BBOX_TRANSFORM, _bbox_signatures(), _bbox_transform,
-                validate=_bbox_check))
+                validate=_bbox_check, shape=_bbox_shape))
 
 
 # ================================================================ BOX_WITH_NMS_LIMIT
@@ -126,7 +135,12 @@ def _nms_signatures():
     return out
 
 
-register(OpSpec(Op.BOX_WITH_NMS_LIMIT, _nms_signatures(), _box_with_nms_limit, validate=_nms_check))
+def _nms_shape(node: OpContext) -> list[tuple[int, ...]]:
+    raise DataDependent("BOX_WITH_NMS_LIMIT: the number of boxes kept depends on the scores and boxes")
+
+
+register(OpSpec(Op.BOX_WITH_NMS_LIMIT, _nms_signatures(), _box_with_nms_limit, validate=_nms_check,
+                shape=_nms_shape))
 
 
 # ================================================================ GENERATE_PROPOSALS
@@ -197,8 +211,12 @@ def _proposals_signatures():
     return out
 
 
+def _proposals_shape(node: OpContext) -> list[tuple[int, ...]]:
+    raise DataDependent("GENERATE_PROPOSALS: the number of proposals kept depends on the scores and boxes")
+
+
 register(OpSpec(Op.GENERATE_PROPOSALS, _proposals_signatures(), _generate_proposals,
-                validate=_proposals_check))
+                validate=_proposals_check, shape=_proposals_shape))
 
 
 # ================================================================ DETECTION_POSTPROCESSING
@@ -220,19 +238,30 @@ def _postprocess_check(ctx: OpContext) -> None:
         require(k is None or k > 0, "max detections per class / classes per detection must be positive")
 
 
-def _detection_postprocess(ctx: OpContext) -> list[np.ndarray]:
-    _postprocess_check(ctx)
-    score_raw, delta_raw, anchor_raw = ctx.input(0), ctx.input(1), ctx.input(2)
-    nb, na, nc = score_raw.shape
+def _postprocess_shape(node: OpContext) -> list[tuple[int, ...]]:
+    """scores [batches, n], boxes [batches, n, 4], classes [batches, n], detection counts
+    [batches], n the most detections of one batch: max_num_detections in regular NMS, times
+    max_classes_per_detection otherwise (the rows past a batch's count are zeros)."""
+    _postprocess_check(node)
+    nb, na, nc = bu.dims(node, 0, 3, "scores")
+    deltas, anchors = bu.dims(node, 1, 3, "deltas"), bu.dims(node, 2, 2, "anchors")
     require(nc > 1, "scores need more than one class")
-    require(delta_raw.shape[:2] == (nb, na) and delta_raw.shape[2] >= 4, "deltas must be [batches, num_anchors, >=4]")
-    require(anchor_raw.shape == (na, 4), "anchors must be [num_anchors, 4]")
+    require(deltas[:2] == (nb, na) and deltas[2] >= 4, "deltas must be [batches, num_anchors, >=4]")
+    require(anchors == (na, 4), "anchors must be [num_anchors, 4]")
+    regular, max_det = bool(node.scalar(7)), int(node.scalar(8))
+    n = max_det if regular else max_det * int(node.scalar(9))
+    return [(nb, n), (nb, n, 4), (nb, n), (nb,)]
+
+
+def _detection_postprocess(ctx: OpContext) -> list[np.ndarray]:
+    shapes = _postprocess_shape(ctx)
+    score_raw, delta_raw, anchor_raw = ctx.input(0), ctx.input(1), ctx.input(2)
+    nb, _, nc = score_raw.shape
     sy, sx, sh, sw = (F32(bu.float_scalar(ctx, i)) for i in (3, 4, 5, 6))
     regular = bool(ctx.scalar(7))
     max_det, max_cls, max_per_class = int(ctx.scalar(8)), int(ctx.scalar(9)), int(ctx.scalar(10))
     score_thr, iou_thr = F32(bu.float_scalar(ctx, 11)), bu.float_scalar(ctx, 12)
     label_offset = 0 if ctx.scalar(13) else 1
-    num_out = max_det if regular else max_det * max_cls
 
     scores = bu.to_float(score_raw, ctx.in_operand(0))
     d = bu.to_float(delta_raw, ctx.in_operand(1))[..., :4]
@@ -245,10 +274,8 @@ def _detection_postprocess(ctx: OpContext) -> list[np.ndarray]:
         w_half = a[:, 3] * np.exp(d[..., 3] / sw) * F32(0.5)
     boxes = np.stack([y_ctr - h_half, x_ctr - w_half, y_ctr + h_half, x_ctr + w_half], axis=-1).astype(F32)
 
-    out_scores = np.zeros((nb, num_out), dtype=F32)
-    out_boxes = np.zeros((nb, num_out, 4), dtype=F32)
-    out_classes = np.zeros((nb, num_out), dtype=np.int32)
-    out_counts = np.zeros(nb, dtype=np.int32)
+    out_scores, out_boxes = np.zeros(shapes[0], dtype=F32), np.zeros(shapes[1], dtype=F32)
+    out_classes, out_counts = np.zeros(shapes[2], dtype=np.int32), np.zeros(shapes[3], dtype=np.int32)
     for b in range(nb):
         s = scores[b]
         if regular:
@@ -290,4 +317,4 @@ def _postprocess_signatures():
 
 
 register(OpSpec(Op.DETECTION_POSTPROCESSING, _postprocess_signatures(), _detection_postprocess,
-                validate=_postprocess_check))
+                validate=_postprocess_check, shape=_postprocess_shape))

@@ -5,35 +5,50 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import V, int_vector, same_quant
+from ._movement_util import V, same_quant
 from .registry import OpContext, OpError, OpSpec, register, sig
 
 
-def _values(ctx: OpContext, i: int) -> np.ndarray:
-    values = ctx.input(i)
-    if values.ndim < 2:
-        raise OpError(f"values must have rank 2 or more, has {values.ndim}")
-    return values
+def _rows(node: OpContext, lookups: int, values: int) -> tuple[int, ...]:
+    """The shape of the rows picked: one row of `values` (rank 2 or more) per entry of the 1-D
+    `lookups`."""
+    n, table = node.in_shape(lookups), node.in_shape(values)
+    if len(n) != 1:
+        raise OpError(f"lookups must be 1-D, has rank {len(n)}")
+    if len(table) < 2:
+        raise OpError(f"values must have rank 2 or more, has {len(table)}")
+    return n + table[1:]
+
+
+def _embedding_shape(node: OpContext) -> list[tuple[int, ...]]:
+    return [_rows(node, 0, 1)]
 
 
 def _embedding_lookup(ctx: OpContext) -> list[np.ndarray]:
-    lookups = int_vector(ctx, 0, what="lookups")
-    values = _values(ctx, 1)
+    _embedding_shape(ctx)
+    lookups, values = ctx.input(0).astype(np.int64), ctx.input(1)
     if lookups.size and (lookups.min() < 0 or lookups.max() >= values.shape[0]):
         raise OpError(f"lookup index out of [0, {values.shape[0]})")
     return [values[lookups]]
 
 
+def _hashtable_shape(node: OpContext) -> list[tuple[int, ...]]:
+    """the rows found [n, ...] and the hits [n]."""
+    rows, keys = _rows(node, 0, 2), node.in_shape(1)
+    if len(keys) != 1:
+        raise OpError(f"keys must be 1-D, has rank {len(keys)}")
+    if keys[0] != node.in_shape(2)[0]:
+        raise OpError(f"{keys[0]} keys for {node.in_shape(2)[0]} value rows")
+    return [rows, rows[:1]]
+
+
 def _hashtable_lookup(ctx: OpContext) -> list[np.ndarray]:
-    lookups = int_vector(ctx, 0, what="lookups")
-    keys = int_vector(ctx, 1, what="keys")
-    values = _values(ctx, 2)
-    if keys.shape[0] != values.shape[0]:
-        raise OpError(f"{keys.shape[0]} keys for {values.shape[0]} value rows")
+    shape, _ = _hashtable_shape(ctx)
+    lookups, keys, values = ctx.input(0).astype(np.int64), ctx.input(1).astype(np.int64), ctx.input(2)
     # Keys are sorted ascending (the reference binary-searches them); a miss gives a zero row.
     pos = np.minimum(np.searchsorted(keys, lookups), max(keys.shape[0] - 1, 0))
     hit = (keys[pos] == lookups) if keys.size else np.zeros(lookups.shape, dtype=bool)
-    out = np.zeros((lookups.shape[0],) + values.shape[1:], dtype=values.dtype)
+    out = np.zeros(shape, dtype=values.dtype)
     out[hit] = values[pos[hit]]
     return [out, hit.astype(np.uint8)]
 
@@ -52,9 +67,9 @@ def _validate_hashtable(ctx: OpContext) -> None:
 _EMBEDDING_TYPES = ((T.TENSOR_FLOAT32, V.V1_0), (T.TENSOR_INT32, V.V1_2), (T.TENSOR_QUANT8_ASYMM, V.V1_2),
                     (T.TENSOR_FLOAT16, V.V1_3), (T.TENSOR_QUANT8_ASYMM_SIGNED, V.V1_3))
 register(OpSpec(Op.EMBEDDING_LOOKUP, [sig([T.TENSOR_INT32, t], [t], v) for t, v in _EMBEDDING_TYPES],
-                _embedding_lookup, _validate_embedding))
+                _embedding_lookup, _validate_embedding, shape=_embedding_shape))
 
 register(OpSpec(Op.HASHTABLE_LOOKUP,
                 [sig([T.TENSOR_INT32, T.TENSOR_INT32, t], [t, T.TENSOR_QUANT8_ASYMM], V.V1_0)
                  for t in (T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_QUANT8_ASYMM)],
-                _hashtable_lookup, _validate_hashtable))
+                _hashtable_lookup, _validate_hashtable, shape=_hashtable_shape))

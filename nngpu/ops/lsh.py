@@ -169,37 +169,44 @@ def _bits(hash_seeds: np.ndarray, rows: list[bytes], weights: np.ndarray | None)
     return out.reshape(hash_seeds.shape)
 
 
+def _shape(node: OpContext) -> list[tuple[int, ...]]:
+    """DENSE: one bit per hash function and bit [num_hash * num_bits]; SPARSE: one signature
+    per hash function [num_hash]."""
+    hashes, data, kind = node.in_shape(0), node.in_shape(1), node.scalar(3)
+    if len(hashes) != 2:
+        raise OpError("hash tensor must be 2-D")
+    num_hash, num_bits = hashes
+    if num_bits > 32:
+        raise OpError("at most 32 bits per hash function")
+    if len(data) < 1:
+        raise OpError("input must have rank >= 1")
+    weighted = node.given(2)
+    if weighted and node.in_shape(2) != data[:1]:
+        raise OpError("weight must be 1-D with one entry per input row")
+    if kind in (SPARSE, SPARSE_DEPRECATED):
+        if weighted:
+            raise OpError("sparse projection takes no weight")
+        return [(num_hash,)]
+    if kind == DENSE:
+        if not weighted:
+            raise OpError("dense projection needs a weight")
+        return [(num_hash * num_bits,)]
+    raise OpError(f"unknown projection type {kind}")
+
+
 def _reference(ctx: OpContext) -> list[np.ndarray]:
+    _shape(ctx)
     hashes = ctx.input(0)
     data = np.ascontiguousarray(ctx.input(1))
     kind = ctx.scalar(3)
-    if hashes.ndim != 2:
-        raise OpError("hash tensor must be 2-D")
-    num_hash, num_bits = hashes.shape
-    if num_bits > 32:
-        raise OpError("at most 32 bits per hash function")
-    if data.ndim < 1:
-        raise OpError("input must have rank >= 1")
-    weights = None
-    if ctx.has_input(2):
-        w = ctx.input(2)
-        if w.ndim != 1 or w.shape[0] != data.shape[0]:
-            raise OpError("weight must be 1-D with one entry per input row")
-        weights = w.astype(np.float64)
-    if kind in (SPARSE, SPARSE_DEPRECATED):
-        if weights is not None:
-            raise OpError("sparse projection takes no weight")
-    elif kind == DENSE:
-        if weights is None:
-            raise OpError("dense projection needs a weight")
-    else:
-        raise OpError(f"unknown projection type {kind}")
+    weights = ctx.input(2).astype(np.float64) if ctx.has_input(2) else None
     n = data.shape[0]
     flat = data.reshape(n, -1).view(np.uint8).reshape(n, -1) if n else data.reshape(0, 0)
     rows = [bytes(flat[i]) for i in range(n)]
     bits = _bits(hashes, rows, weights)
     if kind == DENSE:
         return [bits.reshape(-1)]
+    num_hash, num_bits = hashes.shape
     powers = (1 << np.arange(num_bits - 1, -1, -1, dtype=np.int64))
     sig_ = (bits.astype(np.int64) * powers).sum(axis=1)
     if kind == SPARSE:
@@ -216,4 +223,4 @@ def _signatures():
     return out
 
 
-register(OpSpec(OperationType.LSH_PROJECTION, _signatures(), _reference))
+register(OpSpec(OperationType.LSH_PROJECTION, _signatures(), _reference, shape=_shape))

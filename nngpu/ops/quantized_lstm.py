@@ -1,227 +1,415 @@
-"""QUANTIZED_16BIT_LSTM: the reference's fixed-point LSTM cell (TFLite LstmCell<4> on uint8 /
-int16), bit-exact.
+"""QUANTIZED_LSTM (HAL 1.3): one step of the fully integer LSTM, bit-exact with the reference
+integer kernel ("8x8_16": int8 activations and weights, int16 gates and cell state).
 
-The gate pre-activations are a uint8 fully-connected layer rescaled to int16 Q3.12; sigmoid and
-tanh are gemmlowp's int16 fixed-point logistic/tanh, reproduced here on int64 numpy arrays that
-hold int16 values (wrapping and saturating exactly where the C++ does).
+Each gate is two int8 matmuls (input, recurrent) rescaled to its intermediate int16 scale and
+accumulated with int16 saturation, plus optional peephole and integer layer normalization, then
+the gemmlowp int16 sigmoid (Q3.12 in) or tanh. The int16 cell state has 15 + log2(scale)
+integer bits; the int8 hidden state has the given scale and zero point and is optionally
+projected to the output.
+
+Where the reference drops or misreads data it clearly means to use, the TFLite kernel it was
+ported from is followed: the gate bias is added to the matmul when there is no layer norm, input
+and forget peepholes read the previous cell state, peephole weights span numUnits, and the
+projection clip is in output units.
 """
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..hal.types import OperandLifeTime
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType
-from .quant import multiply_by_quantized_multiplier, quantize_multiplier
+from .quant import (
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    round_half_away,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+    wrap_int32,
+)
+from .quantized_16bit_lstm import fx_logistic, fx_tanh
 from .registry import HalVersion, OpContext, OpError, OpSpec, register, sig
 
+# ---- operand layout ------------------------------------------------------------------------
+INPUT = 0
+IN_W = (1, 2, 3, 4)           # input-to-{input, forget, cell, output} weights
+REC_W = (5, 6, 7, 8)          # recurrent-to-...
+PEEP_W = (9, 10, 11)          # cell-to-{input, forget, output}
+BIAS = (12, 13, 14, 15)
+PROJ_W, PROJ_B = 16, 17
+PREV_OUT, PREV_CELL = 18, 19
+LN_W = (20, 21, 22, 23)
+CELL_CLIP, PROJ_CLIP = 24, 25
+INTER_SCALE = (26, 27, 28, 29)
+HIDDEN_ZP, HIDDEN_SCALE = 30, 31
+NUM_INPUTS = 32
+
+# gate index into the 4-tuples above
+G_IN, G_FORGET, G_CELL, G_OUT = range(4)
+PEEP_OF_GATE = {G_IN: 0, G_FORGET: 1, G_OUT: 2}
+
+REQUIRED = (INPUT, 2, 3, 4, 6, 7, 8, 13, 14, 15, PREV_OUT, PREV_CELL) + INTER_SCALE + (HIDDEN_ZP, HIDDEN_SCALE)
+OPTIONAL = (1, 5, 9, 10, 11, 12, PROJ_W, PROJ_B, 20, 21, 22, 23)
+
 I16_MIN, I16_MAX = -32768, 32767
+INT32_MAX = (1 << 31) - 1
 
-# ---- gemmlowp int16 fixed-point primitives -------------------------------------------------
+
+# ---- presence rules (the reference's prepare) ----------------------------------------------
+
+def _presence_error(has) -> str | None:
+    """Why this set of present optional inputs is not a valid configuration, or None."""
+    cifg = not has(1)
+    if has(1) != has(5):
+        return "input-to-input and recurrent-to-input weights must be given together"
+    peep = [has(i) for i in PEEP_W]
+    if not ((peep[0] or cifg) and peep[1] and peep[2]) and any(peep):
+        return "peephole weights must be all given or all omitted"
+    if has(12) == cifg:
+        return "the input gate bias must be given exactly when CIFG is not used"
+    ln = [has(i) for i in LN_W]
+    if cifg:
+        if ln[0]:
+            return "input layer norm weights given with CIFG"
+        if any(ln[1:]) and not all(ln[1:]):
+            return "layer norm weights must be all given or all omitted"
+    elif any(ln) and not all(ln):
+        return "layer norm weights must be all given or all omitted"
+    return None
 
 
-def _wrap(x):
-    return ((np.asarray(x, dtype=np.int64) + 32768) & 0xFFFF) - 32768
+def _validate(ctx: OpContext) -> None:
+    """Prepare-time rules: required inputs present, the cell scale and the constant scalars
+    usable; some completion of the optional inputs that are model inputs (present or not only
+    at execution) must be a valid configuration."""
+    for i in REQUIRED:
+        if ctx.is_omitted(i):
+            raise OpError(f"required input {i} is omitted")
+    _cell_shift(ctx)
+    for i in INTER_SCALE + (HIDDEN_SCALE,):
+        if ctx.values[i] is not None:
+            _positive_scalar(ctx, i, f"input {i}")
+    if ctx.values[HIDDEN_ZP] is not None:
+        _hidden_zero_point(ctx)
+    known: dict[int, bool] = {}
+    unknown = []
+    for i in OPTIONAL:
+        if ctx.is_omitted(i):
+            known[i] = False
+        elif ctx.in_operand(i).lifetime == OperandLifeTime.SUBGRAPH_INPUT:
+            unknown.append(i)
+        else:
+            known[i] = True
+    first = None
+    for bits in itertools.product((False, True), repeat=len(unknown)):
+        state = {**known, **dict(zip(unknown, bits))}
+        err = _presence_error(state.__getitem__)
+        if err is None:
+            return
+        first = first or err
+    raise OpError(first)
+
+
+# ---- integer primitives of the reference ---------------------------------------------------
+
+def _f32(x) -> np.float32:
+    return np.float32(x)
+
+
+def _multiplier(real: float, what: str) -> tuple[int, int]:
+    """QuantizeMultiplier, refusing scales the int32 arithmetic cannot represent."""
+    if not math.isfinite(real) or real < 0:
+        raise OpError(f"{what}: effective scale {real} is not a finite non-negative number")
+    m, shift = quantize_multiplier(float(real))
+    if shift > 30:
+        raise OpError(f"{what}: effective scale {real} is too large")
+    return m, shift
+
+
+def _mbqm(x, mult: tuple[int, int]):
+    return multiply_by_quantized_multiplier(x, mult[0], mult[1])
+
+
+def _effective_bias(weights: np.ndarray, zero_point: int, bias: np.ndarray | None) -> np.ndarray:
+    """PrecomputeZeroPointTimesWeightWithBias: bias + zero_point * row sums, in int32."""
+    rows = weights.astype(np.int64).sum(axis=1)
+    base = np.zeros(weights.shape[0], np.int64) if bias is None else bias.astype(np.int64)
+    return wrap_int32(base + wrap_int32(rows * zero_point))
+
+
+def _mat_acc(x: np.ndarray, weights: np.ndarray, eff_bias: np.ndarray, mult: tuple[int, int],
+             acc: np.ndarray, out_zp: int, lo: int, hi: int) -> np.ndarray:
+    """MatrixBatchVectorMultiplyAccumulate: acc + rescale(bias + x W^T) + zp, saturated."""
+    # int8 products summed in float64 are exact for any realistic inner size (< 2^38)
+    dot = (x.astype(np.float64) @ weights.astype(np.float64).T).astype(np.int64)
+    raw = wrap_int32(eff_bias[None, :] + dot)
+    return np.clip(_mbqm(raw, mult) + out_zp + acc, lo, hi)
+
+
+def _sat_shl(x, exponent: int):
+    """gemmlowp SaturatingRoundingMultiplyByPOT for int32 with a positive exponent."""
+    threshold = (1 << (31 - exponent)) - 1
+    res = wrap_int32(np.asarray(x, dtype=np.int64) << exponent)
+    res = np.where(x > threshold, INT32_MAX, res)
+    return np.where(x < -threshold, -INT32_MAX - 1, res)
+
+
+def _inv_sqrt(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GetInvSqrtQuantizedMultiplierExp(value, reverse_shift=-1) per element: (multiplier, shift)
+    with the shift as MultiplyByQuantizedMultiplier takes it (negative: right)."""
+    v = np.asarray(value, dtype=np.int64)
+    small = v <= 1
+    v = np.where(small, 2, v)
+    shift = np.full(v.shape, 11, np.int64)
+    big = v >= (1 << 29)  # v < 2^31, so one division by 4 suffices
+    v = np.where(big, v // 4, v)
+    shift = shift + big
+    clz = 32 - np.frexp(v.astype(np.float64))[1].astype(np.int64)  # exact bit length of v
+    pairs = (clz - 1) // 2 - 1
+    shift = shift - pairs
+    v = v << (2 * pairs)
+    # Newton-Raphson for 1/sqrt in Q3.28 (int32 fixed point, 3 integer bits)
+    half_input = rounding_divide_by_pot(v >> 1, 1)
+    half_three = (1 << 28) + (1 << 27)
+    x = np.full(v.shape, 1 << 28, np.int64)
+    for _ in range(5):
+        x3 = _sat_shl(saturating_rounding_doubling_high_mul(saturating_rounding_doubling_high_mul(x, x), x), 6)
+        diff = wrap_int32(saturating_rounding_doubling_high_mul(half_three, x)
+                          - saturating_rounding_doubling_high_mul(half_input, x3))
+        x = _sat_shl(diff, 3)
+    x = saturating_rounding_doubling_high_mul(x, 1518500250)  # * sqrt(2)/2
+    neg = shift < 0
+    x = np.where(neg, wrap_int32(x << np.where(neg, -shift, 0)), x)
+    shift = np.where(neg, 0, shift)
+    return np.where(small, INT32_MAX, x), np.where(small, 0, -shift)
+
+
+def _layer_norm(gate: np.ndarray, weights: np.ndarray, bias: np.ndarray, mult: tuple[int, int],
+                guard: int) -> np.ndarray:
+    """ApplyLayerNorm: integer mean/variance per batch row, scaled by the weights plus bias."""
+    batch, n = gate.shape
+    if batch == 0 or n == 0:
+        return gate
+    s = gate.sum(axis=1)
+    sq = (gate * gate).sum(axis=1)
+    mean = _tdiv(s * 1024, n)
+    variance = sq * ((1 << 20) // n) - mean * mean
+    var2 = _tdiv(variance, 1 << 20)
+    var2 = np.where(var2 < 1, guard, var2)
+    inv_a, inv_b = _inv_sqrt(var2)
+    shifted = 1024 * gate - mean[:, None]
+    rescaled = multiply_by_quantized_multiplier(shifted, inv_a[:, None], inv_b[:, None])
+    val3 = wrap_int32(rescaled * weights.astype(np.int64) + bias.astype(np.int64))  # int32 in the C
+    val4 = _tdiv(np.where(val3 > 0, val3 + 512, val3 - 512), 1024)
+    val5 = multiply_by_quantized_multiplier(val4, mult[0], mult[1] + 12)
+    return np.clip(val5, I16_MIN, I16_MAX)
 
 
 def _tdiv(a, d: int):
     """C integer division (truncates toward zero)."""
+    a = np.asarray(a, dtype=np.int64)
     q = np.abs(a) // d
     return np.where(a < 0, -q, q)
 
 
-def _mul(a, b):
-    """SaturatingRoundingDoublingHighMul for int16."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    res = _wrap(_tdiv(ab + nudge, 1 << 15))
-    return np.where((a == b) & (a == I16_MIN), I16_MAX, res)
+def _wrap16(x):
+    return ((np.asarray(x, dtype=np.int64) + 32768) & 0xFFFF) - 32768
 
 
-def _rdpot(x, exponent: int):
-    x = np.asarray(x, dtype=np.int64)
-    mask = (1 << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
+def _checked_log2(x: float) -> int | None:
+    """CheckedLog2: log2(x) when x is (within 1e-3 in the exponent) a power of two."""
+    if not x > 0 or not math.isfinite(x):
+        return None
+    lg = math.log(x) / math.log(2.0)
+    r = int(round_half_away(lg))
+    return r if abs(lg - r) < 1e-3 else None
 
 
-def _mul_pot(x, exponent: int):
-    """SaturatingRoundingMultiplyByPOT for int16."""
-    x = np.asarray(x, dtype=np.int64)
-    if exponent == 0:
-        return x
-    if exponent < 0:
-        return _rdpot(x, -exponent)
-    threshold = (1 << (15 - exponent)) - 1
-    res = _wrap(x << exponent)
-    res = np.where(x > threshold, I16_MAX, res)
-    return np.where(x < -threshold, I16_MIN, res)
+# ---- the cell ------------------------------------------------------------------------------
+
+@dataclass
+class Gate:
+    w_in: np.ndarray
+    w_rec: np.ndarray
+    bias_in: np.ndarray       # effective bias of the input matmul
+    bias_rec: np.ndarray
+    m_in: tuple[int, int]
+    m_rec: tuple[int, int]
+    peep: np.ndarray | None = None
+    m_peep: tuple[int, int] | None = None
+    ln: np.ndarray | None = None
+    ln_bias: np.ndarray | None = None
+    m_ln: tuple[int, int] | None = None
+    ln_guard: int = 1
+
+    def preactivation(self, x: np.ndarray, h: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        g = np.zeros((x.shape[0], self.w_in.shape[0]), np.int64)
+        g = _mat_acc(x, self.w_in, self.bias_in, self.m_in, g, 0, I16_MIN, I16_MAX)
+        g = _mat_acc(h, self.w_rec, self.bias_rec, self.m_rec, g, 0, I16_MIN, I16_MAX)
+        if self.peep is not None:
+            prod = _mbqm(self.peep.astype(np.int64)[None, :] * cell, self.m_peep)
+            g = np.clip(prod + g, I16_MIN, I16_MAX)
+        if self.ln is not None:
+            g = _layer_norm(g, self.ln, self.ln_bias, self.m_ln, self.ln_guard)
+        return g
 
 
-def _rescale(x, src_bits: int, dst_bits: int):
-    return _mul_pot(x, src_bits - dst_bits)
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    """The gate sigmoid: Q3.12 in, Q0.15 out."""
+    return fx_logistic(v, 3)
 
 
-def _const(raw32: int) -> int:
-    """A gemmlowp constant given as int32 raw, rounding-shifted to int16."""
-    return int(_rdpot(np.int64(raw32), 16))
+def _opt(ctx: OpContext, i: int) -> np.ndarray | None:
+    return ctx.input(i) if ctx.has_input(i) else None
 
 
-def _add(a, b):
-    return _wrap(np.asarray(a, dtype=np.int64) + b)
+def _scale(ctx: OpContext, i: int) -> np.float32:
+    return _f32(ctx.in_operand(i).scale)
 
 
-def _sub(a, b):
-    return _wrap(np.asarray(a, dtype=np.int64) - b)
+def _positive_scalar(ctx: OpContext, i: int, what: str) -> np.float32:
+    v = _f32(ctx.scalar(i))
+    if not (v > 0 and math.isfinite(v)):
+        raise OpError(f"{what} must be positive, got {v}")
+    return v
 
 
-def _sat_add(a, b):
-    return np.clip(np.asarray(a, dtype=np.int64) + b, I16_MIN, I16_MAX)
+def _cell_shift(ctx: OpContext) -> int:
+    """log2 of the cell state scale; the reference needs 2^-15 ... 2^-9 (tanh of 0..6 integer
+    bits)."""
+    shift = _checked_log2(float(_scale(ctx, PREV_CELL)))
+    if shift is None or not -15 <= shift <= -9:
+        raise OpError("cell state scale must be a power of two between 2^-15 and 2^-9")
+    return shift
 
 
-def _half_sum(a, b):
-    s = np.asarray(a, dtype=np.int64) + b
-    return _wrap(_tdiv(s + np.where(s >= 0, 1, -1), 2))
+def _hidden_zero_point(ctx: OpContext) -> int:
+    zp = int(ctx.scalar(HIDDEN_ZP))
+    if not -128 <= zp <= 127:
+        raise OpError("hidden state zero point must fit int8")
+    return zp
 
 
-def _exp_quarter(a):
-    """exp(x) for x in [-1/4, 0), F0 -> F0."""
-    constant_term = _const(1895147668)
-    one_third = _const(715827883)
-    x = _add(a, 1 << 12)
-    x2 = _mul(x, x)
-    x3 = _mul(x2, x)
-    x4 = _mul(x2, x2)
-    x4_over_4 = _mul_pot(x4, -2)
-    poly = _mul_pot(_add(_mul(_add(x4_over_4, x3), one_third), x2), -1)
-    return _sat_add(constant_term, _mul(constant_term, _add(x, poly)))
+def _check_shapes(node: OpContext) -> tuple[int, int, int]:
+    """The reference's prepare: presence rules and shapes. Returns (batch, numUnits,
+    outputSize)."""
+    for i in REQUIRED:
+        if not node.given(i):
+            raise OpError(f"required input {i} has no value")
+    err = _presence_error(lambda i: node.given(i))
+    if err:
+        raise OpError(err)
+    x, w_out = node.in_shape(INPUT), node.in_shape(REC_W[G_OUT])
+    if len(x) != 2 or len(w_out) != 2:
+        raise OpError("input and recurrent weights must be 2-D")
+    (batch, n_input), (n_cell, n_output) = x, w_out
+    expected = {PROJ_W: (n_output, n_cell), PROJ_B: (n_output,), PREV_OUT: (batch, n_output),
+                PREV_CELL: (batch, n_cell)}
+    for g in range(4):
+        expected |= {IN_W[g]: (n_cell, n_input), REC_W[g]: (n_cell, n_output), BIAS[g]: (n_cell,),
+                     LN_W[g]: (n_cell,)}
+    expected |= {i: (n_cell,) for i in PEEP_W}
+    for i, shape in expected.items():
+        if node.given(i) and node.in_shape(i) != shape:
+            raise OpError(f"input {i} has shape {list(node.in_shape(i))}, expected {list(shape)}")
+    if not node.given(PROJ_W) and n_output != n_cell:
+        raise OpError("without projection the output size must equal the number of units")
+    return batch, n_cell, n_output
 
 
-_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (2, 39332535),
-           (3, 720401), (4, 242))
+def _shape(node: OpContext) -> list[tuple[int, ...]]:
+    """output state [batch, outputSize], cell state [batch, numUnits], output."""
+    batch, n_cell, n_output = _check_shapes(node)
+    return [(batch, n_output), (batch, n_cell), (batch, n_output)]
 
 
-def _exp_negative(a, int_bits: int):
-    """exp(x) for x <= 0 given with `int_bits` integer bits; result F0."""
-    frac = 15 - int_bits
-    quarter = 1 << (frac - 2)
-    a_mod = _sub(np.asarray(a, dtype=np.int64) & (quarter - 1), quarter)
-    result = _exp_quarter(_rescale(a_mod, int_bits, 0))
-    remainder = _sub(a_mod, a)
-    for exponent, multiplier in _BARREL:
-        if int_bits > exponent:
-            bit = int(_wrap(1 << (frac + exponent)))
-            result = np.where((remainder & bit) != 0, _mul(result, _const(multiplier)), result)
-    if int_bits > 5:
-        clamp = _const(-(1 << (36 - int_bits)))
-        result = np.where(a < clamp, 0, result)
-    return np.where(np.asarray(a) == 0, I16_MAX, result)
+def _gate(ctx: OpContext, g: int, inter: np.float32, cell_shift: int) -> Gate:
+    """One gate's weights with its effective biases and multipliers."""
+    in_scale, in_zp = _scale(ctx, INPUT), ctx.in_operand(INPUT).zeroPoint
+    out_scale, out_zp = _scale(ctx, PREV_OUT), ctx.in_operand(PREV_OUT).zeroPoint
+    w_in, w_rec = ctx.input(IN_W[g]), ctx.input(REC_W[g])
+    ln = _opt(ctx, LN_W[g])
+    bias = ctx.input(BIAS[g])
+    # products and quotients of float scales are float32 in the reference
+    gate = Gate(w_in, w_rec,
+                _effective_bias(w_in, -in_zp, None if ln is not None else bias),
+                _effective_bias(w_rec, -out_zp, None),
+                _multiplier(float(_scale(ctx, IN_W[g]) * in_scale / inter), f"input-to-gate {g}"),
+                _multiplier(float(_scale(ctx, REC_W[g]) * out_scale / inter), f"recurrent-to-gate {g}"))
+    if g in PEEP_OF_GATE and ctx.has_input(PEEP_W[PEEP_OF_GATE[g]]):
+        k = PEEP_W[PEEP_OF_GATE[g]]
+        gate.peep = ctx.input(k)
+        # 2^cellShift is a double there, so the quotient is too, stored as float
+        gate.m_peep = _multiplier(float(_f32(2.0 ** cell_shift * float(_scale(ctx, k)) / float(inter))),
+                                  f"cell-to-gate {g}")
+    if ln is not None:
+        ln_scale = _scale(ctx, LN_W[g])
+        gate.ln, gate.ln_bias = ln, bias
+        gate.m_ln = _multiplier(float(ln_scale), f"layer norm {g}")
+        # min, not max, as in the reference (and TFLite of its time): the guard is 0 or 1,
+        # and both mean "use 1" to GetInvSqrtQuantizedMultiplierExp
+        gate.ln_guard = min(1, int(_f32(10000) * ln_scale))
+    return gate
 
 
-def _newton_reciprocal(a):
-    """The shared Newton-Raphson loop: x ~ 1 / ((1 + a) / 2) in F2."""
-    half_den = _half_sum(a, I16_MAX)
-    x = _add(_const(1515870810), _mul(half_den, _const(-1010580540)))
-    one = 1 << 13
-    for _ in range(3):
-        x = _add(x, _rescale(_mul(x, _sub(one, _mul(half_den, x))), 4, 2))
-    return x
+def _clip_bound(clip: float, scale: np.float32, limit: int) -> int:
+    """A clip threshold in quantized units (float32 quotient, truncated); 0: no clipping."""
+    if not clip > 0:
+        return 0
+    return int(min(max(_f32(clip) / scale, -float(limit + 1)), float(limit)))
 
 
-def fx_logistic(a, int_bits: int):
-    a = np.asarray(a, dtype=np.int64)
-    positive = a > 0
-    abs_in = np.where(positive, a, _wrap(-a))
-    if_positive = _rescale(_newton_reciprocal(_exp_negative(_wrap(-abs_in), int_bits)), 1, 0)
-    if_negative = _sub(I16_MAX, if_positive)
-    return np.where(a == 0, _const(1 << 30), np.where(positive, if_positive, if_negative))
+def _reference(ctx: OpContext) -> list[np.ndarray]:
+    batch, n_cell, n_output = _check_shapes(ctx)
+    cifg = not ctx.has_input(IN_W[G_IN])
+    cell_shift = _cell_shift(ctx)
+    inter = [_positive_scalar(ctx, INTER_SCALE[g], f"intermediate scale {g}") for g in range(4)]
+    hidden_scale = _positive_scalar(ctx, HIDDEN_SCALE, "hidden state scale")
+    hidden_zp = _hidden_zero_point(ctx)
+    gates = {g: _gate(ctx, g, inter[g], cell_shift) for g in ((G_FORGET, G_CELL, G_OUT) if cifg else range(4))}
+    out_scale, out_zp = _scale(ctx, PREV_OUT), ctx.in_operand(PREV_OUT).zeroPoint
+    x, h, c = (ctx.input(i).astype(np.int64) for i in (INPUT, PREV_OUT, PREV_CELL))
+
+    f = _sigmoid(gates[G_FORGET].preactivation(x, h, c))
+    g_cell = fx_tanh(gates[G_CELL].preactivation(x, h, c), 3)
+    i = I16_MAX - f if cifg else _sigmoid(gates[G_IN].preactivation(x, h, c))
+    # f * c_prev keeps the cell scale; i * g (Q0.15 * Q0.15) is rescaled to it
+    fc = _wrap16(rounding_divide_by_pot(f * c, 15))
+    ig = _wrap16(rounding_divide_by_pot(i * g_cell, 30 + cell_shift))
+    cell = np.clip(fc + ig, I16_MIN, I16_MAX)
+    q_clip = _clip_bound(float(ctx.scalar(CELL_CLIP, 0.0)), _scale(ctx, PREV_CELL), I16_MAX)
+    if q_clip > 0:
+        cell = np.clip(cell, -q_clip, q_clip)
+
+    o = _sigmoid(gates[G_OUT].preactivation(x, h, cell))  # the output peephole sees the new cell
+    t = fx_tanh(cell, 15 + cell_shift)
+    m_hidden = _multiplier(float(_f32(2.0 ** -15 / float(hidden_scale) * 2.0 ** -15)), "hidden state")
+    # the reference subtracts the hidden zero point here and adds zp * row sums back in the
+    # projection, so the hidden int8 value means scale * (q + zp)
+    out = np.clip(_mbqm(o * t, m_hidden) - hidden_zp, -128, 127)
+
+    proj_w = _opt(ctx, PROJ_W)
+    if proj_w is not None:
+        m_proj = _multiplier(float(_scale(ctx, PROJ_W) * hidden_scale / out_scale), "projection")
+        eff = _effective_bias(proj_w, hidden_zp, _opt(ctx, PROJ_B))
+        out = _mat_acc(out, proj_w, eff, m_proj, np.zeros((batch, n_output), np.int64), out_zp, -128, 127)
+        q_clip = _clip_bound(float(ctx.scalar(PROJ_CLIP, 0.0)), out_scale, 127)
+        if q_clip > 0:
+            out = np.clip(out, -q_clip, q_clip)
+    out = out.astype(np.int8)
+    return [out, cell.astype(np.int16), out.copy()]
 
 
-def fx_tanh(a, int_bits: int):
-    a = np.asarray(a, dtype=np.int64)
-    negative = a < 0
-    n = np.where(negative, a, _wrap(-a))
-    # ExactMulByPot<1>: same raw, one more integer bit
-    t = _rescale(_sub(_newton_reciprocal(_exp_negative(n, int_bits + 1)), 1 << 13), 2, 0)
-    return np.where(a == 0, 0, np.where(negative, _wrap(-t), t))
+S8, Q8S, Q16, I32, F32 = (T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_QUANT8_SYMM, T.TENSOR_QUANT16_SYMM,
+                          T.TENSOR_INT32, T.FLOAT32)
+_INPUT_TYPES = [S8] + [Q8S] * 8 + [Q16] * 3 + [I32] * 4 + [Q8S, I32, S8, Q16] + [Q16] * 4 \
+    + [F32] * 6 + [T.INT32, F32]
+assert len(_INPUT_TYPES) == NUM_INPUTS
 
-
-# ---- QUANTIZED_16BIT_LSTM ------------------------------------------------------------------
-
-STATE_INTEGER_BITS = 4
-
-
-def quantized_lstm_step(x, prev_out, weights, w_zero_point: int, bias, prev_cell,
-                        accum_multiplier: int, accum_shift: int):
-    """One cell step of the TFLite kernel: weights [4*n, input_size + n] multiply the row-wise
-    concatenation [x, prev_out]; gates are stacked [input, cell, forget, output] along the rows.
-    Returns (cell int16, output uint8)."""
-    concat = np.concatenate([x, prev_out], axis=1).astype(np.int64) - 128
-    acc = bias.astype(np.int64) + concat @ (weights.astype(np.int64) - w_zero_point).T
-    acc = multiply_by_quantized_multiplier(acc, accum_multiplier, accum_shift)
-    acc = np.clip(acc, I16_MIN, I16_MAX)
-    n = prev_cell.shape[1]
-    g_in, g_cell, g_forget, g_out = (acc[:, k * n:(k + 1) * n] for k in range(4))
-    input_gate = fx_logistic(g_in, 3)
-    modulation = fx_tanh(g_cell, 3)
-    forget_gate = fx_logistic(g_forget, 3)
-    output_gate = fx_logistic(g_out, 3)
-    input_times_mod = _mul(input_gate, modulation)
-    forget_times_prev = _mul(forget_gate, prev_cell.astype(np.int64))
-    new_state = _sat_add(_rescale(input_times_mod, 0, STATE_INTEGER_BITS), forget_times_prev)
-    activ = _mul(output_gate, fx_tanh(_rescale(new_state, STATE_INTEGER_BITS, 3), 3))
-    out = 128 + np.clip(_rdpot(activ, 8), -128, 127)
-    return new_state.astype(np.int16), out.astype(np.uint8)
-
-
-def _q16_reference(ctx: OpContext) -> list[np.ndarray]:
-    x, prev_cell, prev_out = ctx.input(0), ctx.input(13), ctx.input(14)
-    op_in, op_prev, op_cell = ctx.in_operand(0), ctx.in_operand(14), ctx.in_operand(13)
-    if x.ndim != 2 or prev_out.ndim != 2 or prev_cell.ndim != 2:
-        raise OpError("input, state and output must be 2-D")
-    batch, input_size = x.shape
-    n = prev_out.shape[1]
-    for o, what in ((op_in, "input"), (op_prev, "previous output")):
-        if o.scale != 1.0 / 128.0 or o.zeroPoint != 128:
-            raise OpError(f"{what} must have scale 1/128 and zeroPoint 128")
-    if prev_out.shape[0] != batch or prev_cell.shape != (batch, n):
-        raise OpError("state shapes do not match the input")
-    w_ops = [ctx.in_operand(i) for i in range(1, 9)]
-    w_scale, w_zp = w_ops[0].scale, w_ops[0].zeroPoint
-    if w_scale == 0 or any(o.scale != w_scale or o.zeroPoint != w_zp for o in w_ops):
-        raise OpError("all weights must share one non-zero scale and zero point")
-    weights = [ctx.input(i) for i in range(1, 9)]
-    for k, w in enumerate(weights):
-        if w.shape != (n, input_size if k < 4 else n):
-            raise OpError("weights have the wrong shape")
-    b_ops = [ctx.in_operand(i) for i in range(9, 13)]
-    b_scale = b_ops[0].scale
-    if float(np.float32(b_scale)) != float(np.float32(w_scale / 128.0)) or \
-            any(o.scale != b_scale or o.zeroPoint != 0 for o in b_ops):
-        raise OpError("biases must have scale weights_scale / 128 and zeroPoint 0")
-    biases = [ctx.input(i) for i in range(9, 13)]
-    if any(b.shape != (n,) for b in biases):
-        raise OpError("biases must be [output_size]")
-    if op_cell.zeroPoint != 0 or op_cell.scale <= 0 or \
-            round(math.log2(op_cell.scale)) + 15 != STATE_INTEGER_BITS or \
-            abs(math.log2(op_cell.scale) - round(math.log2(op_cell.scale))) > 1e-3:
-        raise OpError("cell state must have scale 2^-11 and zeroPoint 0")
-    # gate order of the reference's concatenated weights: input, cell, forget, output
-    order = (0, 2, 1, 3)
-    # The reference lays each gate's row out as [recurrent | input] columns, while the kernel's
-    # concatenation is [input, prev_output]: kept as is to stay bit-exact with it.
-    big = np.concatenate([np.concatenate([weights[4 + g], weights[g]], axis=1) for g in order])
-    bias = np.concatenate([biases[g] for g in order])
-    mult, shift = quantize_multiplier(4096.0 * b_scale)
-    cell, out = quantized_lstm_step(x, prev_out, big, w_zp, bias, prev_cell, mult, shift)
-    return [cell, out]
-
-
-Q8, I32, Q16 = T.TENSOR_QUANT8_ASYMM, T.TENSOR_INT32, T.TENSOR_QUANT16_SYMM
-register(OpSpec(OperationType.QUANTIZED_16BIT_LSTM,
-                [sig([Q8] * 9 + [I32] * 4 + [Q16, Q8], [Q16, Q8], HalVersion.V1_2)],
-                _q16_reference))
+register(OpSpec(OperationType.QUANTIZED_LSTM,
+                [sig(_INPUT_TYPES, [S8, Q16, S8], HalVersion.V1_3)],
+                _reference, validate=_validate, shape=_shape))

@@ -1,7 +1,9 @@
 """Basic RNN cells: RNN (one step), UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN.
 
 state = act(x W' + state R' + b), unrolled over time for the sequence ops; the time loop is
-sequential, each step is one batched matmul. float16 is computed in float32.
+sequential, each step is one batched matmul. float16 is computed in float32. The shape
+functions hold every shape rule of the reference (the references call them first); `given`,
+`sequence_input` and `aux_input` are shared with the LSTM family.
 """
 from __future__ import annotations
 
@@ -16,6 +18,33 @@ FLOAT_TYPES = ((F32, HalVersion.V1_0), (F16, HalVersion.V1_2))
 
 # The reference's activation functor: NONE, RELU, RELU1, RELU6, TANH, SIGMOID.
 ACTIVATIONS = {0, 1, 2, 3, 4, 6}
+
+Shape = tuple[int, ...]
+
+
+def sequence_input(node: OpContext, i: int, time_major: bool) -> tuple[Shape, int]:
+    """The 3-D sequence input i's shape and its batch size."""
+    x = node.in_shape(i)
+    if len(x) != 3:
+        raise OpError("input must be 3-D")
+    return x, x[1] if time_major else x[0]
+
+
+def aux_input(node: OpContext, i: int, x: Shape, fw_aux: bool, bw_aux: bool) -> tuple[Shape | None, int]:
+    """A bidirectional op's optional aux input i (None when not given), checked against the
+    input shape `x` and whether each direction has aux weights; and the backward direction's
+    input size: with an aux input but no aux weights the aux input feeds the backward
+    direction (1.3 parallel linking), otherwise both read the input."""
+    if fw_aux != bw_aux:
+        raise OpError("forward and backward aux weights must both be given or both omitted")
+    if not node.given(i):
+        if fw_aux:
+            raise OpError("aux weights given without an aux input")
+        return None, x[2]
+    aux = node.in_shape(i)
+    if len(aux) != 3 or aux[:2] != x[:2]:
+        raise OpError("aux input must be 3-D with the input's time and batch sizes")
+    return aux, x[2] if fw_aux else aux[2]
 
 
 def activate(x: np.ndarray, act: int) -> np.ndarray:
@@ -34,21 +63,29 @@ def activate(x: np.ndarray, act: int) -> np.ndarray:
     raise OpError(f"unsupported activation {act}")
 
 
+def check_activation(act: int) -> None:
+    if act not in ACTIVATIONS:
+        raise OpError(f"unsupported activation {act}")
+
+
 def _f(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _check_cell(w: np.ndarray, r: np.ndarray, b: np.ndarray, h: np.ndarray, batch: int, n_in: int,
-                what: str = "") -> None:
-    units = w.shape[0] if w.ndim == 2 else -1
-    if w.ndim != 2 or w.shape[1] != n_in:
+def _cell_units(node: OpContext, first: int, batch: int, n_in: int, what: str = "") -> int:
+    """The number of units of the cell whose weights, recurrent weights, bias and hidden state
+    are inputs first .. first + 3, checked against each other, the batch and the input size."""
+    w, r, b, h = (node.in_shape(first + k) for k in range(4))
+    if len(w) != 2 or w[1] != n_in:
         raise OpError(f"{what}weights must be [num_units, input_size]")
-    if r.shape != (units, units):
+    units = w[0]
+    if r != (units, units):
         raise OpError(f"{what}recurrent weights must be [num_units, num_units]")
-    if b.shape != (units,):
+    if b != (units,):
         raise OpError(f"{what}bias must be [num_units]")
-    if h.shape != (batch, units):
+    if h != (batch, units):
         raise OpError(f"{what}hidden state must be [batch, num_units]")
+    return units
 
 
 def run_sequence(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray, h: np.ndarray,
@@ -67,38 +104,79 @@ def run_sequence(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray, h: 
     return out, h
 
 
+# ---- RNN --------------------------------------------------------------------------------------
+
+def _rnn_shape(node: OpContext) -> list[Shape]:
+    """hidden state out and output, both [batch, num_units]."""
+    x = node.in_shape(0)
+    if len(x) != 2:
+        raise OpError("input must be [batch, input_size]")
+    units = _cell_units(node, 1, x[0], x[1])
+    return [(x[0], units)] * 2
+
+
 def _rnn(ctx: OpContext) -> list[np.ndarray]:
+    _rnn_shape(ctx)
     x, w, r, b, h = (_f(ctx.input(i)) for i in range(5))
     act = ctx.scalar(5)
-    if act not in ACTIVATIONS:
-        raise OpError(f"unsupported activation {act}")
-    if x.ndim != 2:
-        raise OpError("input must be [batch, input_size]")
-    _check_cell(w, r, b, h, x.shape[0], x.shape[1])
+    check_activation(act)
     out, h = run_sequence(x[None], w, r, b, h, act)
     return [h, h.copy()]
 
 
-def _unidirectional(ctx: OpContext) -> list[np.ndarray]:
-    x, w, r, b, h = (_f(ctx.input(i)) for i in range(5))
-    act = ctx.scalar(5)
-    time_major = ctx.scalar(6)
-    if act not in ACTIVATIONS:
-        raise OpError(f"unsupported activation {act}")
+# ---- UNIDIRECTIONAL_SEQUENCE_RNN ----------------------------------------------------------------
+
+def _time_major(node: OpContext) -> bool:
+    time_major = node.scalar(6)
     if time_major not in (0, 1):
         raise OpError("timeMajor must be 0 or 1")
-    if x.ndim != 3:
-        raise OpError("input must be 3-D")
+    return bool(time_major)
+
+
+def _unidirectional_shape(node: OpContext) -> list[Shape]:
+    """output [*input's time and batch, num_units] and (1.3) the hidden state [batch, num_units]."""
+    x, batch = sequence_input(node, 0, _time_major(node))
+    units = _cell_units(node, 1, batch, x[2])
+    return [x[:2] + (units,), (batch, units)][: node.num_outputs]
+
+
+def _unidirectional(ctx: OpContext) -> list[np.ndarray]:
+    _unidirectional_shape(ctx)
+    x, w, r, b, h = (_f(ctx.input(i)) for i in range(5))
+    act = ctx.scalar(5)
+    check_activation(act)
+    time_major = _time_major(ctx)
     if not time_major:
         x = x.transpose(1, 0, 2)
-    _check_cell(w, r, b, h, x.shape[1], x.shape[2])
     out, h = run_sequence(x, w, r, b, h, act)
     if not time_major:
         out = out.transpose(1, 0, 2)
     return [out, h][: ctx.num_outputs]
 
 
+# ---- BIDIRECTIONAL_SEQUENCE_RNN -----------------------------------------------------------------
+
+def _bidirectional_shape(node: OpContext) -> list[Shape]:
+    """The forward and backward outputs (one concatenated output when merged) shaped like the
+    input with each direction's units last, then (1.3) each direction's hidden state."""
+    merge = bool(node.scalar(14))
+    if node.num_outputs not in ((1, 3) if merge else (2, 4)):
+        raise OpError("output count does not match mergeOutputs")
+    x, batch = sequence_input(node, 0, bool(node.scalar(13)))
+    cross = node.given(10)
+    aux, bw_in = aux_input(node, 9, x, cross, node.given(11))
+    fw = _cell_units(node, 1, batch, x[2], "forward ")
+    bw = _cell_units(node, 5, batch, bw_in, "backward ")
+    if cross and (node.in_shape(10) != (fw, aux[2]) or node.in_shape(11) != (bw, aux[2])):
+        raise OpError("aux weights must be [num_units, aux_input_size]")
+    outs = [x[:2] + (fw + bw,)] if merge else [x[:2] + (fw,), x[:2] + (bw,)]
+    if node.num_outputs > len(outs):
+        outs += [(batch, fw), (batch, bw)]
+    return outs
+
+
 def _bidirectional(ctx: OpContext) -> list[np.ndarray]:
+    _bidirectional_shape(ctx)
     x = _f(ctx.input(0))
     fw = [_f(ctx.input(i)) for i in range(1, 5)]
     bw = [_f(ctx.input(i)) for i in range(5, 9)]
@@ -106,31 +184,14 @@ def _bidirectional(ctx: OpContext) -> list[np.ndarray]:
     fw_aux = _f(ctx.input(10)) if ctx.has_input(10) else None
     bw_aux = _f(ctx.input(11)) if ctx.has_input(11) else None
     act = ctx.scalar(12)
+    check_activation(act)
     time_major = bool(ctx.scalar(13))
     merge = bool(ctx.scalar(14))
-    if act not in ACTIVATIONS:
-        raise OpError(f"unsupported activation {act}")
-    if x.ndim != 3 or (aux is not None and aux.ndim != 3):
-        raise OpError("input and aux input must be 3-D")
-    if (fw_aux is None) != (bw_aux is None):
-        raise OpError("forward and backward aux weights must both be present or both omitted")
-    if fw_aux is not None and aux is None:
-        raise OpError("aux weights given without an aux input")
-    if ctx.num_outputs != (1 if merge else 2) and ctx.num_outputs != (3 if merge else 4):
-        raise OpError("output count does not match mergeOutputs")
     if not time_major:
         x = x.transpose(1, 0, 2)
         aux = aux.transpose(1, 0, 2) if aux is not None else None
-    if aux is not None and aux.shape[:2] != x.shape[:2]:
-        raise OpError("aux input must match the input's time and batch sizes")
     cross = fw_aux is not None
     bw_x = aux if (aux is not None and not cross) else x   # 1.3 parallel linking feeds aux to bw
-    batch = x.shape[1]
-    _check_cell(*fw, batch, x.shape[2], "forward ")
-    _check_cell(*bw, batch, bw_x.shape[2], "backward ")
-    if cross:
-        if fw_aux.shape != (fw[0].shape[0], aux.shape[2]) or bw_aux.shape != (bw[0].shape[0], aux.shape[2]):
-            raise OpError("aux weights must be [num_units, aux_input_size]")
     fw_out, fw_h = run_sequence(x, *fw, act, aux=aux if cross else None, w_aux=fw_aux)
     bw_out, bw_h = run_sequence(bw_x, *bw, act, reverse=True, aux=aux if cross else None, w_aux=bw_aux)
     if not time_major:
@@ -163,6 +224,8 @@ def _signatures_bi():
     return out
 
 
-register(OpSpec(OperationType.RNN, _signatures_rnn(), _rnn))
-register(OpSpec(OperationType.UNIDIRECTIONAL_SEQUENCE_RNN, _signatures_uni(), _unidirectional))
-register(OpSpec(OperationType.BIDIRECTIONAL_SEQUENCE_RNN, _signatures_bi(), _bidirectional))
+register(OpSpec(OperationType.RNN, _signatures_rnn(), _rnn, shape=_rnn_shape))
+register(OpSpec(OperationType.UNIDIRECTIONAL_SEQUENCE_RNN, _signatures_uni(), _unidirectional,
+                shape=_unidirectional_shape))
+register(OpSpec(OperationType.BIDIRECTIONAL_SEQUENCE_RNN, _signatures_bi(), _bidirectional,
+                shape=_bidirectional_shape))

@@ -4,10 +4,12 @@ Semantics follow the AOSP reference kernels: coordinates in float32 (quantized b
 with scale 0.125), NHWC internally (NCHW inputs are transposed in and out). ROI_ALIGN's quantized
 path is integer: bilinear weights quantized to 1/255 steps, sums rescaled by a fixed-point
 multiplier. Loops run over regions of interest only; bins, samples and channels are vectorised.
+The shape functions hold the shape rules; the references call them first.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -33,19 +35,30 @@ def _roi_check(ctx: OpContext) -> None:
         require(v is None or v > 0, f"{name} must be positive")
 
 
+def _roi_shape(node: OpContext, layout_index: int) -> list[tuple[int, ...]]:
+    """One [out_h, out_w] map of the input's depth per region of interest, in the input's
+    layout (the layout flag is input `layout_index`)."""
+    nchw = bool(node.scalar(layout_index))
+    nb, height, width, depth = bu.nhwc_dims(node, 0, nchw, "input")
+    (n, four), batch_ids = bu.dims(node, 1, 2, "rois"), bu.dims(node, 2, 1, "batch indices")
+    require(nb > 0 and height > 0 and width > 0 and depth > 0, "input extents must be positive")
+    require(four == 4, "rois must be [num_rois, 4]")
+    require(batch_ids == (n,), "batch indices must be [num_rois]")
+    out_h, out_w = int(node.scalar(3)), int(node.scalar(4))
+    require(out_h > 0 and out_w > 0, "output size must be positive")
+    return [bu.shape_from_nhwc((n, out_h, out_w, depth), nchw)]
+
+
 def _roi_inputs(ctx: OpContext, layout_index: int):
     """(nhwc input, float32 rois [n, 4], batch ids, out_h, out_w, h_scale, w_scale, nchw)."""
+    _roi_shape(ctx, layout_index)
     nchw = bool(ctx.scalar(layout_index))
     x = bu.to_nhwc(ctx.input(0), nchw)
     roi_raw, batch_ids = ctx.input(1), ctx.input(2)
     n = roi_raw.shape[0]
-    nb, height, width, depth = x.shape
-    require(nb > 0 and height > 0 and width > 0 and depth > 0, "input extents must be positive")
-    require(roi_raw.shape[1] == 4, "rois must be [num_rois, 4]")
-    require(batch_ids.shape == (n,), "batch indices must be [num_rois]")
+    nb, height, width, _ = x.shape
     out_h, out_w = int(ctx.scalar(3)), int(ctx.scalar(4))
     h_stride, w_stride = bu.float_scalar(ctx, 5), bu.float_scalar(ctx, 6)
-    require(out_h > 0 and out_w > 0, "output size must be positive")
     require(h_stride > 0 and w_stride > 0, "strides must be positive")
     rois = bu.to_float(roi_raw, ctx.in_operand(1))
     h_scale, w_scale = F32(1) / F32(h_stride), F32(1) / F32(w_stride)
@@ -83,9 +96,12 @@ def _sample_axis(start: F32, step: F32, bins: int, ratio: int, size: int):
     return lo, hi, frac
 
 
+ALIGN_LAYOUT, POOLING_LAYOUT = 9, 7   # the index of each op's layout flag
+
+
 def _roi_align(ctx: OpContext) -> list[np.ndarray]:
     _roi_check(ctx)
-    x, rois, batch_ids, out_h, out_w, h_scale, w_scale, nchw = _roi_inputs(ctx, 9)
+    x, rois, batch_ids, out_h, out_w, h_scale, w_scale, nchw = _roi_inputs(ctx, ALIGN_LAYOUT)
     h_ratio, w_ratio = int(ctx.scalar(7)), int(ctx.scalar(8))
     require(h_ratio >= 0 and w_ratio >= 0, "sampling ratios must be non-negative")
     in_op, out_op = ctx.in_operand(0), ctx.out_operand(0)
@@ -128,7 +144,7 @@ def _roi_align(ctx: OpContext) -> list[np.ndarray]:
 
 
 register(OpSpec(Op.ROI_ALIGN, _roi_signatures([T.INT32, T.INT32]), _roi_align,
-                validate=_roi_check))
+                validate=_roi_check, shape=partial(_roi_shape, layout_index=ALIGN_LAYOUT)))
 
 
 # ================================================================ ROI_POOLING
@@ -143,7 +159,7 @@ def _bin_bounds(start: int, step: F32, bins: int, size: int):
 
 def _roi_pooling(ctx: OpContext) -> list[np.ndarray]:
     _roi_check(ctx)
-    x, rois, batch_ids, out_h, out_w, h_scale, w_scale, nchw = _roi_inputs(ctx, 7)
+    x, rois, batch_ids, out_h, out_w, h_scale, w_scale, nchw = _roi_inputs(ctx, POOLING_LAYOUT)
     _, height, width, depth = x.shape
     in_op = ctx.in_operand(0)
     fill = x.dtype.type(in_op.zeroPoint if in_op.type in (Q8, Q8S) else 0)   # value of an empty bin
@@ -172,7 +188,7 @@ def _roi_pooling(ctx: OpContext) -> list[np.ndarray]:
 
 
 register(OpSpec(Op.ROI_POOLING, _roi_signatures([]), _roi_pooling,
-                validate=_roi_check))
+                validate=_roi_check, shape=partial(_roi_shape, layout_index=POOLING_LAYOUT)))
 
 
 # ================================================================ HEATMAP_MAX_KEYPOINT
@@ -211,17 +227,23 @@ def _solve_delta(g: np.ndarray, atol: float, rtol: float):
     return d0, d1, score
 
 
-def _heatmap_max_keypoint(ctx: OpContext) -> list[np.ndarray]:
-    _heatmap_check(ctx)
-    nchw = bool(ctx.scalar(2))
-    raw = ctx.input(0)
-    hm_op, box_op = ctx.in_operand(0), ctx.in_operand(1)
-    hm = bu.to_nhwc(bu.to_float(raw, hm_op), nchw)
-    boxes = bu.to_float(ctx.input(1), box_op)
-    n, size, size_w, k = hm.shape
+def _heatmap_shape(node: OpContext) -> list[tuple[int, ...]]:
+    """scores [num_boxes, num_keypoints] and keypoints [num_boxes, num_keypoints, 2]."""
+    n, size, size_w, k = bu.nhwc_dims(node, 0, bool(node.scalar(2)), "heatmaps")
     require(size == size_w, "heatmaps must be square")
     require(size >= 2, "heatmap size must be at least 2")
-    require(boxes.shape == (n, 4), "boxes must be [num_boxes, 4]")
+    require(bu.dims(node, 1, 2, "boxes") == (n, 4), "boxes must be [num_boxes, 4]")
+    return [(n, k), (n, k, 2)]
+
+
+def _heatmap_max_keypoint(ctx: OpContext) -> list[np.ndarray]:
+    _heatmap_check(ctx)
+    _heatmap_shape(ctx)
+    nchw = bool(ctx.scalar(2))
+    hm_op, box_op = ctx.in_operand(0), ctx.in_operand(1)
+    hm = bu.to_nhwc(bu.to_float(ctx.input(0), hm_op), nchw)
+    boxes = bu.to_float(ctx.input(1), box_op)
+    n, size, _, k = hm.shape
     bu.check_valid_boxes(boxes, "boxes")
     tol = 1e-3 if hm_op.type == T.TENSOR_FLOAT16 else 1e-5
 
@@ -255,4 +277,4 @@ def _heatmap_signatures():
 
 
 register(OpSpec(Op.HEATMAP_MAX_KEYPOINT, _heatmap_signatures(), _heatmap_max_keypoint,
-                validate=_heatmap_check))
+                validate=_heatmap_check, shape=_heatmap_shape))

@@ -6,7 +6,12 @@ import pytest
 
 from nngpu.hal.types import ErrorStatus, OperationType as Op
 from nngpu.hal.types import OperandType as T
-from nngpu.testing import omitted, output, run_op, scalar, tensor
+from nngpu.ops import load_all
+from nngpu.ops.node import OpNode
+from nngpu.ops.registry import OpError, lookup
+from nngpu.testing import Value, omitted, output, run_op, scalar, single_op_model, tensor
+
+load_all()
 
 F32 = T.TENSOR_FLOAT32
 RNG = np.random.default_rng(7)
@@ -14,6 +19,16 @@ RNG = np.random.default_rng(7)
 
 def _rand(*shape):
     return RNG.uniform(-0.5, 0.5, shape).astype(np.float32)
+
+
+def compiler_shapes(op_type, ins: list[Value], outs, absent: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
+    """The output shapes the shape function gives the compiler at prepare: every input's shape
+    but those of `absent` (model inputs the execution leaves without a value), only the
+    constants' values."""
+    model = single_op_model(op_type, ins, outs)
+    shapes = {i: () if v.omitted else tuple(v.dims) for i, v in enumerate(ins) if i not in absent}
+    values = [v.value if v.const else None for v in ins]
+    return OpNode(lookup(op_type), 0, model.operations[0], model.operands, values, shapes).output_shapes()
 
 
 # ---- UNIDIRECTIONAL_SEQUENCE_RNN (no corpus cases) -------------------------------------------
@@ -31,16 +46,17 @@ def test_unidirectional_rnn_matches_loop(time_major):
     T_, B, I, U = 4, 2, 3, 5
     x = _rand(T_, B, I) if time_major else _rand(B, T_, I)
     w, r, b, h = _rand(U, I), _rand(U, U), _rand(U), _rand(B, U)
-    res = run_op(Op.UNIDIRECTIONAL_SEQUENCE_RNN,
-                 [tensor(F32, x), tensor(F32, w), tensor(F32, r), tensor(F32, b), tensor(F32, h),
-                  scalar(T.INT32, 1), scalar(T.INT32, time_major)],
-                 [output(F32, list(x.shape[:2]) + [U])])   # the 1.3 state output needs prepareModel_1_3
+    ins = [tensor(F32, x), tensor(F32, w), tensor(F32, r), tensor(F32, b), tensor(F32, h),
+           scalar(T.INT32, 1), scalar(T.INT32, time_major)]
+    outs = [output(F32, list(x.shape[:2]) + [U])]   # the 1.3 state output needs prepareModel_1_3
+    res = run_op(Op.UNIDIRECTIONAL_SEQUENCE_RNN, ins, outs)
     assert res.status == ErrorStatus.NONE
     x_tm = x if time_major else x.transpose(1, 0, 2)
     want, _ = _rnn_loop(x_tm, w, r, b, h)
     if not time_major:
         want = want.transpose(1, 0, 2)
     np.testing.assert_allclose(res.outputs[0], want, atol=1e-5)
+    assert compiler_shapes(Op.UNIDIRECTIONAL_SEQUENCE_RNN, ins, outs) == [want.shape]
 
 
 def test_unidirectional_rnn_bad_time_major_is_an_error():
@@ -120,6 +136,16 @@ def test_lstm_step_matches_formula():
     np.testing.assert_allclose(res.outputs[3], res.outputs[1])
 
 
+def test_lstm_shapes_follow_the_weights_given_at_execution():
+    # CIFG (no input gate) is decided by the weights the execution gives: 3 scratch blocks, not 4.
+    outs = [output(F32, []) for _ in range(4)]
+    assert compiler_shapes(Op.LSTM, _lstm_inputs(), outs) == [(1, 12), (1, 3), (1, 3), (1, 3)]
+    cifg = compiler_shapes(Op.LSTM, _lstm_inputs(), outs, absent=(1, 5, 12))
+    assert cifg == [(1, 9), (1, 3), (1, 3), (1, 3)]
+    with pytest.raises(OpError, match="must both be given"):
+        compiler_shapes(Op.LSTM, _lstm_inputs(), outs, absent=(1,))
+
+
 def test_lstm_half_cifg_is_an_error():
     res = run_op(Op.LSTM, _lstm_inputs(cifg_break=True),
                  [output(F32, [1, 12]), output(F32, [1, 3]), output(F32, [1, 3]), output(F32, [1, 3])])
@@ -165,10 +191,11 @@ def test_quantized_16bit_lstm_example():
     assert res.status == ErrorStatus.NONE
     assert res.outputs[0].tolist() == [[1485, 1177, 1373, -1023], [1019, 1355, 1097, -1235]]
     assert res.outputs[1].tolist() == [[140, 151, 146, 112], [136, 156, 142, 112]]
+    assert compiler_shapes(Op.QUANTIZED_16BIT_LSTM, ins, outs) == [(2, 4), (2, 4)]
 
 
 def test_quantized_16bit_lstm_fixed_point_functions_track_float():
-    from nngpu.ops.quantized_lstm import fx_logistic, fx_tanh
+    from nngpu.ops.quantized_16bit_lstm import fx_logistic, fx_tanh
     raw = np.arange(-32768, 32768, 61)                # every Q3.12 region, both saturation ends
     np.testing.assert_allclose(fx_tanh(raw, 3) / 32768, np.tanh(raw / 4096), atol=5e-4)
     np.testing.assert_allclose(fx_logistic(raw, 3) / 32768, 1 / (1 + np.exp(-raw / 4096)), atol=5e-4)

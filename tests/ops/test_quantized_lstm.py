@@ -13,6 +13,8 @@ from nngpu.ops import load_all
 from nngpu.ops.registry import OpContext, lookup
 from nngpu.testing import Value, output, run_op, scalar, single_op_model, tensor
 
+from .test_recurrent import compiler_shapes
+
 load_all()
 
 S8, Q8, Q16, I32, F32 = (T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_QUANT8_SYMM, T.TENSOR_QUANT16_SYMM,
@@ -134,6 +136,7 @@ def test_matches_float_lstm(name):
     assert res.status == ErrorStatus.NONE
     out, cell, out2 = res.outputs
     np.testing.assert_array_equal(out, out2)
+    assert compiler_shapes(Op.QUANTIZED_LSTM, ins, outs) == [r.shape for r in res.outputs]
     # 3e-3 in real terms (6 units at 2^-11), whatever the cell scale
     np.testing.assert_allclose(cell, want_cell, atol=6 * CELL_S / CONFIGS[name].get("cell_s", CELL_S))
     # the int8 output is a rounding of values the integer kernel carries to ~1e-3
@@ -166,12 +169,13 @@ def test_empty_batch():
     ctx = OpContext(model.operations[0], model.operands, [v.value for v in ins])
     res = lookup(Op.QUANTIZED_LSTM).reference(ctx)
     assert [r.shape for r in res] == [(0, 4), (0, 4), (0, 4)]
+    assert lookup(Op.QUANTIZED_LSTM).shape(ctx) == [(0, 4), (0, 4), (0, 4)]
 
 
 @pytest.mark.parametrize("v", [2, 3, 17, 1000, 4849, 123457, 1 << 24, (1 << 29) + 5])
 def test_inverse_sqrt_multiplier(v):
     # the layer norm's 1/stddev as a (multiplier, shift) pair
-    from nngpu.ops.qlstm import _inv_sqrt
+    from nngpu.ops.quantized_lstm import _inv_sqrt
     from nngpu.ops.quant import multiply_by_quantized_multiplier
     a, b = _inv_sqrt(np.array([v]))
     got = multiply_by_quantized_multiplier(np.array([1 << 30]), a, b)[0]
