@@ -1,8 +1,9 @@
 """Helpers shared by the shape / data-movement op families (not an op family itself).
 
 Type tables with the HAL version each operand type became legal, a signature for variadic
-operand lists (CONCATENATION's inputs, SPLIT's outputs), layout conversion and the checks the
-reference applies to shape-describing inputs.
+operand lists (CONCATENATION's inputs, SPLIT's outputs), layout conversion (of arrays and of
+shapes), the checks shape functions and references apply to shape-describing inputs, and the
+registration of an injective (data-movement) spec.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..hal.types import OperandType as T
-from .registry import HalVersion, OpContext, OpError, Signature
+from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, Signature, register
 
 V = HalVersion
 
@@ -59,9 +60,14 @@ def pad_constant(x: np.ndarray, pads: Sequence[tuple[int, int]], value=0) -> np.
     return out
 
 
+def check_shape_rank(shape: Sequence[int], lo: int = 0, hi: int = 4, what: str = "input") -> None:
+    """OpError unless a tensor of `shape` has a rank in [lo, hi]."""
+    if not lo <= len(shape) <= hi:
+        raise OpError(f"{what} rank {len(shape)} outside [{lo}, {hi}]")
+
+
 def check_rank(x: np.ndarray, lo: int = 0, hi: int = 4, what: str = "input") -> None:
-    if not lo <= x.ndim <= hi:
-        raise OpError(f"{what} rank {x.ndim} outside [{lo}, {hi}]")
+    check_shape_rank(x.shape, lo, hi, what)
 
 
 def int_vector(ctx: OpContext, i: int, length: int | None = None, what: str = "") -> np.ndarray:
@@ -83,6 +89,17 @@ def norm_axis(axis: int, rank: int) -> int:
 
 def nchw_flag(ctx: OpContext, i: int) -> bool:
     return bool(ctx.scalar(i, False))
+
+
+def nhwc_dims(shape: Sequence[int], nchw: bool) -> tuple[int, int, int, int]:
+    """(batch, height, width, depth) of a 4-D shape in either layout."""
+    n, a, b, c = (int(d) for d in shape)
+    return (n, b, c, a) if nchw else (n, a, b, c)
+
+
+def layout_dims(n: int, h: int, w: int, c: int, nchw: bool) -> tuple[int, int, int, int]:
+    """A 4-D shape in the layout, from its batch, height, width and depth."""
+    return (n, c, h, w) if nchw else (n, h, w, c)
 
 
 def to_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
@@ -135,3 +152,9 @@ def rules(in_idx: int = 0, outputs: int | None = 1, max_rank: int | None = 4, mi
         if extra is not None:
             extra(ctx)
     return validate
+
+
+def register_injective(op: int, signatures: list[Signature], reference: Callable, validate: Callable,
+                       shape: Callable) -> OpSpec:
+    """Register a data-movement operation: each output element a copy of one input element."""
+    return register(OpSpec(op, signatures, reference, validate, shape=shape, pattern=Pattern.INJECTIVE))

@@ -1,17 +1,30 @@
 """Data-movement operations: CONCATENATION, TRANSPOSE, PAD, PAD_V2, SLICE, STRIDED_SLICE, SPLIT,
 TILE, GATHER, CHANNEL_SHUFFLE. Values are copied, never recomputed, except CONCATENATION's
-requantization of quantized inputs whose scale / zeroPoint differ from the output's."""
+requantization of quantized inputs whose scale / zeroPoint differ from the output's.
+
+Each operation's parameters are parsed once, by helpers its shape function and its reference
+share. On the device, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, TILE and CHANNEL_SHUFFLE are the
+reference's own index map (_movement_device.index_map); CONCATENATION (a table per input to
+requantize), PAD / PAD_V2 and GATHER (indices known at compile time) have closed forms."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import (CORE4, CORE4_I32, QUANT8, V, Variadic, check_rank, int_vector, pad_constant,
-                             nonzero_quant8_offset_needs_v1_2, norm_axis, rules, typed, zero_value)
+from ..ir import Compute, Coords, Expr, Tensor
+from ..ir.tensor import View
+from ._device import COPYABLE, lookup, types_in
+from ._movement_device import copyable, index_map, padded, require_nonempty, stored_constant
+from ._movement_util import (CORE4, CORE4_I32, QUANT8, V, Variadic, check_shape_rank, int_vector, norm_axis,
+                             nonzero_quant8_offset_needs_v1_2, pad_constant, register_injective, rules, typed,
+                             zero_value)
+from .dtypes import dtype_of, quant_range
+from .node import OpNode
 from .quant import round_half_away
-from .registry import OpContext, OpError, OpSpec, register, sig
+from .registry import OpContext, OpError, sig
 
+Shape = tuple[int, ...]
 _SCALAR_OF = {T.TENSOR_FLOAT32: T.FLOAT32, T.TENSOR_FLOAT16: T.FLOAT16,
               T.TENSOR_QUANT8_ASYMM: T.INT32, T.TENSOR_QUANT8_ASYMM_SIGNED: T.INT32}
 
@@ -33,20 +46,35 @@ def _requantize(x: np.ndarray, in_scale: float, in_zp: int, out_scale: float, ou
     return (np.clip(value, 0, 255) - shift).astype(x.dtype)
 
 
-def _concatenation(ctx: OpContext) -> list[np.ndarray]:
+def _requantize_input(ctx: OpContext, i: int, x: np.ndarray) -> np.ndarray:
+    """Input i's stored values `x` in the output's scale and zeroPoint."""
+    o, out = ctx.in_operand(i), ctx.out_operand(0)
+    return _requantize(x, o.scale, o.zeroPoint, out.scale, out.zeroPoint, out.type == T.TENSOR_QUANT8_ASYMM_SIGNED)
+
+
+def _concat_axis(ctx: OpContext) -> tuple[int, list[Shape]]:
+    """The axis and the input shapes, checked to agree off the axis."""
     n = ctx.num_inputs - 1
-    xs = [ctx.input(i) for i in range(n)]
-    rank = xs[0].ndim
-    check_rank(xs[0], 1, 4)
-    axis = norm_axis(int(ctx.scalar(n)), rank)
-    for i, x in enumerate(xs):
-        if x.ndim != rank or x.shape[:axis] != xs[0].shape[:axis] or x.shape[axis + 1:] != xs[0].shape[axis + 1:]:
-            raise OpError(f"input {i} shape {list(x.shape)} incompatible with {list(xs[0].shape)} on axis {axis}")
-    out = ctx.out_operand(0)
-    if out.type in QUANT8:
-        signed = out.type == T.TENSOR_QUANT8_ASYMM_SIGNED
-        xs = [_requantize(x, ctx.in_operand(i).scale, ctx.in_operand(i).zeroPoint, out.scale, out.zeroPoint, signed)
-              for i, x in enumerate(xs)]
+    shapes = [ctx.in_shape(i) for i in range(n)]
+    first = shapes[0]
+    check_shape_rank(first, 1, 4)
+    axis = norm_axis(int(ctx.scalar(n)), len(first))
+    for i, s in enumerate(shapes):
+        if len(s) != len(first) or s[:axis] != first[:axis] or s[axis + 1:] != first[axis + 1:]:
+            raise OpError(f"input {i} shape {list(s)} incompatible with {list(first)} on axis {axis}")
+    return axis, shapes
+
+
+def _concat_shape(ctx: OpContext) -> list[Shape]:
+    axis, shapes = _concat_axis(ctx)
+    return [shapes[0][:axis] + (sum(s[axis] for s in shapes),) + shapes[0][axis + 1:]]
+
+
+def _concatenation(ctx: OpContext) -> list[np.ndarray]:
+    axis, _ = _concat_axis(ctx)
+    xs = [ctx.input(i) for i in range(ctx.num_inputs - 1)]
+    if ctx.out_operand(0).type in QUANT8:
+        xs = [_requantize_input(ctx, i, x) for i, x in enumerate(xs)]
     return [np.concatenate(xs, axis=axis)]
 
 
@@ -61,20 +89,30 @@ def _concat_quant_rule(ctx: OpContext) -> None:
 
 # ---- TRANSPOSE / PAD -----------------------------------------------------------------------
 
+def _perm(ctx: OpContext) -> list[int]:
+    rank = len(ctx.in_shape(0))
+    check_shape_rank(ctx.in_shape(0))
+    if not ctx.given(1):  # omitted, in the model or by the execution
+        return list(range(rank))[::-1]
+    perm = int_vector(ctx, 1, rank, "perm")
+    if sorted(perm.tolist()) != list(range(rank)):
+        raise OpError(f"perm {perm.tolist()} is not a permutation of {rank} axes")
+    return [int(p) for p in perm]
+
+
+def _transpose_shape(ctx: OpContext) -> list[Shape]:
+    shape = ctx.in_shape(0)
+    return [tuple(shape[p] for p in _perm(ctx))]
+
+
 def _transpose(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    check_rank(x)
-    if ctx.has_input(1):
-        perm = int_vector(ctx, 1, x.ndim, "perm")
-        if sorted(perm.tolist()) != list(range(x.ndim)):
-            raise OpError(f"perm {perm.tolist()} is not a permutation of {x.ndim} axes")
-    else:
-        perm = np.arange(x.ndim)[::-1]
-    return [np.ascontiguousarray(x.transpose([int(p) for p in perm]))]
+    return [np.ascontiguousarray(ctx.input(0).transpose(_perm(ctx)))]
 
 
-def _paddings(ctx: OpContext, i: int, rank: int) -> list[tuple[int, int]]:
-    p = np.asarray(ctx.input(i))
+def _paddings(ctx: OpContext) -> list[tuple[int, int]]:
+    rank = len(ctx.in_shape(0))
+    check_shape_rank(ctx.in_shape(0))
+    p = np.asarray(ctx.input(1))
     if p.shape != (rank, 2):
         raise OpError(f"paddings shape {list(p.shape)}, expected [{rank}, 2]")
     if np.any(p < 0):
@@ -82,35 +120,47 @@ def _paddings(ctx: OpContext, i: int, rank: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in p]
 
 
-def _pad(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    check_rank(x)
-    value = zero_value(ctx) if ctx.num_inputs < 3 else _pad_value(ctx, x.dtype)
-    return [pad_constant(x, _paddings(ctx, 1, x.ndim), value)]
+def _pad_shape(ctx: OpContext) -> list[Shape]:
+    return [tuple(d + a + b for d, (a, b) in zip(ctx.in_shape(0), _paddings(ctx)))]
 
 
-def _pad_value(ctx: OpContext, dtype: np.dtype):
+def _pad_value(ctx: OpContext):
+    """The stored value the padding holds: PAD's logical zero, PAD_V2's scalar."""
+    if ctx.num_inputs < 3:
+        return zero_value(ctx)
     v = ctx.scalar(2)
     if ctx.in_operand(0).type in QUANT8:
         # The reference narrows the INT32 pad value to the 8-bit storage type (wrap-around).
-        return np.array([int(v) & 0xFF], dtype=np.uint8).view(dtype)[0]
+        return np.array([int(v) & 0xFF], dtype=np.uint8).view(dtype_of(ctx.in_operand(0).type))[0]
     return v
+
+
+def _pad(ctx: OpContext) -> list[np.ndarray]:
+    return [pad_constant(ctx.input(0), _paddings(ctx), _pad_value(ctx))]
 
 
 # ---- SLICE / STRIDED_SLICE / SPLIT ---------------------------------------------------------
 
-def _slice(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    check_rank(x, 1, 99)
-    begin = int_vector(ctx, 1, x.ndim, "begin")
-    size = int_vector(ctx, 2, x.ndim, "size")
-    index = []
+def _slice_box(ctx: OpContext) -> tuple[slice, ...]:
+    shape = ctx.in_shape(0)
+    check_shape_rank(shape, 1, 99)
+    begin = int_vector(ctx, 1, len(shape), "begin")
+    size = int_vector(ctx, 2, len(shape), "size")
+    box = []
     for d, (b, s) in enumerate(zip(begin, size)):
-        s = x.shape[d] - b if s == -1 else s
-        if b < 0 or s < 0 or b + s > x.shape[d]:
-            raise OpError(f"slice begin {b} size {s} out of dimension {d} of extent {x.shape[d]}")
-        index.append(slice(int(b), int(b + s)))
-    return [np.ascontiguousarray(x[tuple(index)])]
+        s = shape[d] - b if s == -1 else s
+        if b < 0 or s < 0 or b + s > shape[d]:
+            raise OpError(f"slice begin {b} size {s} out of dimension {d} of extent {shape[d]}")
+        box.append(slice(int(b), int(b + s)))
+    return tuple(box)
+
+
+def _slice_shape(ctx: OpContext) -> list[Shape]:
+    return [tuple(s.stop - s.start for s in _slice_box(ctx))]
+
+
+def _slice(ctx: OpContext) -> list[np.ndarray]:
+    return [np.ascontiguousarray(ctx.input(0)[_slice_box(ctx)])]
 
 
 def _clamped_index(index: int, dim: int, positive: bool) -> int:
@@ -120,15 +170,17 @@ def _clamped_index(index: int, dim: int, positive: bool) -> int:
     return -1 if index < -dim else (min(max(index, -dim), dim - 1) % dim if dim else -1)
 
 
-def _strided_slice(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    check_rank(x)
-    n = x.ndim
+def _strided_ranges(ctx: OpContext) -> tuple[list[np.ndarray], Shape]:
+    """The input indices read along each dimension, and the output shape (shrunk axes dropped;
+    every axis shrunk gives the spec's shape [1])."""
+    shape = ctx.in_shape(0)
+    check_shape_rank(shape)
+    n = len(shape)
     begin, end, strides = (int_vector(ctx, i, n, name) for i, name in ((1, "begin"), (2, "end"), (3, "strides")))
     begin_mask, end_mask, shrink_mask = (int(ctx.scalar(i)) for i in (4, 5, 6))
-    index, out_dims = [], []
+    ranges, out_dims = [], []
     for d in range(n):
-        dim, stride = x.shape[d], int(strides[d])
+        dim, stride = shape[d], int(strides[d])
         if stride == 0:
             raise OpError(f"stride of dimension {d} is 0")
         pos = stride > 0
@@ -140,52 +192,108 @@ def _strided_slice(ctx: OpContext) -> list[np.ndarray]:
                 raise OpError(f"shrunk dimension {d} needs a positive stride and a slice of 1, has {count}")
         else:
             out_dims.append(count)
-        index.append(b + stride * np.arange(count))
-    out = x[np.ix_(*index)] if n else x
-    return [out.reshape(out_dims or [1])]  # every axis shrunk: the spec's output shape is [1]
+        ranges.append(b + stride * np.arange(count))
+    return ranges, tuple(out_dims or [1])
+
+
+def _strided_slice_shape(ctx: OpContext) -> list[Shape]:
+    return [_strided_ranges(ctx)[1]]
+
+
+def _strided_slice(ctx: OpContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    ranges, shape = _strided_ranges(ctx)
+    return [(x[np.ix_(*ranges)] if x.ndim else x).reshape(shape)]
+
+
+def _split_axis(ctx: OpContext) -> tuple[int, int]:
+    """(axis, number of splits), checked against the input's extent and the outputs."""
+    shape = ctx.in_shape(0)
+    check_shape_rank(shape, 1, 99)
+    axis = norm_axis(int(ctx.scalar(1)), len(shape))
+    k = int(ctx.scalar(2))
+    if k <= 0 or shape[axis] % k:
+        raise OpError(f"{k} splits do not evenly divide extent {shape[axis]}")
+    if k != ctx.num_outputs:
+        raise OpError(f"{k} splits but {ctx.num_outputs} outputs")
+    return axis, k
+
+
+def _split_shape(ctx: OpContext) -> list[Shape]:
+    axis, k = _split_axis(ctx)
+    shape = ctx.in_shape(0)
+    return [shape[:axis] + (shape[axis] // k,) + shape[axis + 1:]] * k
 
 
 def _split(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    check_rank(x, 1, 99)
-    axis = norm_axis(int(ctx.scalar(1)), x.ndim)
-    k = int(ctx.scalar(2))
-    if k <= 0 or x.shape[axis] % k:
-        raise OpError(f"{k} splits do not evenly divide extent {x.shape[axis]}")
-    if k != ctx.num_outputs:
-        raise OpError(f"{k} splits but {ctx.num_outputs} outputs")
-    return [np.ascontiguousarray(p) for p in np.split(x, k, axis=axis)]
+    axis, k = _split_axis(ctx)
+    return [np.ascontiguousarray(p) for p in np.split(ctx.input(0), k, axis=axis)]
 
 
 # ---- TILE / GATHER / CHANNEL_SHUFFLE -------------------------------------------------------
 
-def _tile(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    check_rank(x, 1, 99)
-    multiples = int_vector(ctx, 1, x.ndim, "multiples")
+def _multiples(ctx: OpContext) -> list[int]:
+    shape = ctx.in_shape(0)
+    check_shape_rank(shape, 1, 99)
+    multiples = int_vector(ctx, 1, len(shape), "multiples")
     if np.any(multiples < 0):
         raise OpError(f"negative multiples {multiples.tolist()}")
-    return [np.tile(x, [int(m) for m in multiples])]
+    return [int(m) for m in multiples]
+
+
+def _tile_shape(ctx: OpContext) -> list[Shape]:
+    return [tuple(d * m for d, m in zip(ctx.in_shape(0), _multiples(ctx)))]
+
+
+def _tile(ctx: OpContext) -> list[np.ndarray]:
+    return [np.tile(ctx.input(0), _multiples(ctx))]
+
+
+def _gather_axis(ctx: OpContext) -> int:
+    shape = ctx.in_shape(0)
+    check_shape_rank(shape, 1, 99)
+    return norm_axis(int(ctx.scalar(1)), len(shape))
+
+
+def _gather_shape(ctx: OpContext) -> list[Shape]:
+    axis, shape = _gather_axis(ctx), ctx.in_shape(0)
+    return [shape[:axis] + ctx.in_shape(2) + shape[axis + 1:]]
+
+
+def _gather_indices(ctx: OpContext, axis: int) -> np.ndarray:
+    """The indices, checked to lie along the axis."""
+    indices = np.asarray(ctx.input(2)).astype(np.int64)
+    extent = ctx.in_shape(0)[axis]
+    if indices.size and (indices.min() < 0 or indices.max() >= extent):
+        raise OpError(f"gather index out of [0, {extent})")
+    return indices
 
 
 def _gather(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    check_rank(x, 1, 99)
-    axis = norm_axis(int(ctx.scalar(1)), x.ndim)
-    indices = np.asarray(ctx.input(2)).astype(np.int64)
-    if indices.size and (indices.min() < 0 or indices.max() >= x.shape[axis]):
-        raise OpError(f"gather index out of [0, {x.shape[axis]})")
-    return [np.take(x, indices, axis=axis)]
+    axis = _gather_axis(ctx)
+    return [np.take(ctx.input(0), _gather_indices(ctx, axis), axis=axis)]
+
+
+def _shuffle_groups(ctx: OpContext) -> tuple[int, int]:
+    """(groups, axis), checked to divide the axis' channels."""
+    shape = ctx.in_shape(0)
+    check_shape_rank(shape, 1, 4)
+    groups = int(ctx.scalar(1))
+    axis = norm_axis(int(ctx.scalar(2)), len(shape))
+    if groups <= 0 or shape[axis] % groups:
+        raise OpError(f"{shape[axis]} channels not divisible into {groups} groups")
+    return groups, axis
+
+
+def _channel_shuffle_shape(ctx: OpContext) -> list[Shape]:
+    _shuffle_groups(ctx)
+    return [ctx.in_shape(0)]
 
 
 def _channel_shuffle(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    check_rank(x, 1, 4)
-    groups = int(ctx.scalar(1))
-    axis = norm_axis(int(ctx.scalar(2)), x.ndim)
+    groups, axis = _shuffle_groups(ctx)
     c = x.shape[axis]
-    if groups <= 0 or c % groups:
-        raise OpError(f"{c} channels not divisible into {groups} groups")
     # output channel k * groups + g = input channel g * (c / groups) + k
     split = x.reshape(x.shape[:axis] + (groups, c // groups) + x.shape[axis + 1:])
     return [np.ascontiguousarray(np.swapaxes(split, axis, axis + 1)).reshape(x.shape)]
@@ -193,35 +301,99 @@ def _channel_shuffle(ctx: OpContext) -> list[np.ndarray]:
 
 # ---- registration --------------------------------------------------------------------------
 
-register(OpSpec(Op.CONCATENATION,
-                [Variadic((T.INT32,), (t,), v, in_repeat=t) for t, v in typed(CORE4, V.V1_0)],
-                _concatenation, rules(outputs=0, min_rank=1, extra=_concat_quant_rule)))
+_CONCAT_SIGS = [Variadic((T.INT32,), (t,), v, in_repeat=t) for t, v in typed(CORE4, V.V1_0)]
+CONCATENATION = register_injective(Op.CONCATENATION, _CONCAT_SIGS, _concatenation,
+                                   rules(outputs=0, min_rank=1, extra=_concat_quant_rule), _concat_shape)
+TRANSPOSE = register_injective(Op.TRANSPOSE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
+                               _transpose, rules(), _transpose_shape)
+PAD = register_injective(Op.PAD, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
+                         _pad, rules(extra=nonzero_quant8_offset_needs_v1_2), _pad_shape)
+_PAD_V2_SIGS = [sig([t, T.TENSOR_INT32, _SCALAR_OF[t]], [t], v) for t, v in typed(CORE4, V.V1_2)]
+PAD_V2 = register_injective(Op.PAD_V2, _PAD_V2_SIGS, _pad, rules(), _pad_shape)
+_SLICE_SIGS = [sig([t, T.TENSOR_INT32, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)]
+SLICE = register_injective(Op.SLICE, _SLICE_SIGS, _slice, rules(max_rank=None, min_rank=1), _slice_shape)
+_STRIDED_SLICE_SIGS = [sig([t, T.TENSOR_INT32, T.TENSOR_INT32, T.TENSOR_INT32, T.INT32, T.INT32, T.INT32], [t], v)
+                       for t, v in typed(CORE4, V.V1_1)]
+STRIDED_SLICE = register_injective(Op.STRIDED_SLICE, _STRIDED_SLICE_SIGS, _strided_slice, rules(),
+                                   _strided_slice_shape)
+_SPLIT_SIGS = [Variadic((t, T.INT32, T.INT32), (), v, out_repeat=t) for t, v in typed(CORE4_I32, V.V1_2)]
+SPLIT = register_injective(Op.SPLIT, _SPLIT_SIGS, _split, rules(outputs=None, max_rank=None, min_rank=1),
+                           _split_shape)
+TILE = register_injective(Op.TILE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
+                          _tile, rules(max_rank=None, min_rank=1), _tile_shape)
+GATHER = register_injective(Op.GATHER, [sig([t, T.INT32, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
+                            _gather, rules(max_rank=None, min_rank=1), _gather_shape)
+CHANNEL_SHUFFLE = register_injective(Op.CHANNEL_SHUFFLE,
+                                     [sig([t, T.INT32, T.INT32], [t], v) for t, v in typed(CORE4, V.V1_2)],
+                                     _channel_shuffle, rules(), _channel_shuffle_shape)
 
-register(OpSpec(Op.TRANSPOSE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
-                _transpose, rules()))
+for _s in (TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, TILE, CHANNEL_SHUFFLE):
+    _s.device(copyable)(index_map)
 
-register(OpSpec(Op.PAD, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
-                _pad, rules(extra=nonzero_quant8_offset_needs_v1_2)))
 
-register(OpSpec(Op.PAD_V2, [sig([t, T.TENSOR_INT32, _SCALAR_OF[t]], [t], v) for t, v in typed(CORE4, V.V1_2)],
-                _pad, rules()))
+# ---- device closed forms -------------------------------------------------------------------
 
-register(OpSpec(Op.SLICE, [sig([t, T.TENSOR_INT32, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
-                _slice, rules(max_rank=None, min_rank=1)))
+def _concat_types(node: OpNode) -> bool:
+    return types_in(COPYABLE, *range(node.num_inputs - 1))(node)
 
-register(OpSpec(Op.STRIDED_SLICE,
-                [sig([t, T.TENSOR_INT32, T.TENSOR_INT32, T.TENSOR_INT32, T.INT32, T.INT32, T.INT32], [t], v)
-                 for t, v in typed(CORE4, V.V1_1)],
-                _strided_slice, rules()))
 
-register(OpSpec(Op.SPLIT, [Variadic((t, T.INT32, T.INT32), (), v, out_repeat=t) for t, v in typed(CORE4_I32, V.V1_2)],
-                _split, rules(outputs=None, max_rank=None, min_rank=1)))
+def _requantized(node: OpNode, i: int, x: Tensor) -> Tensor:
+    """Input i in the output's scale and zeroPoint: a table lookup unless that is the identity."""
+    t = node.out_operand(0).type
+    if t not in QUANT8:
+        return x
+    lo, hi = quant_range(t)
+    stored = np.arange(lo, hi + 1).astype(dtype_of(t))
+    table = _requantize_input(node, i, stored)
+    return x if np.array_equal(table, stored) else lookup(node, i, x, table, t)
 
-register(OpSpec(Op.TILE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
-                _tile, rules(max_rank=None, min_rank=1)))
 
-register(OpSpec(Op.GATHER, [sig([t, T.INT32, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
-                _gather, rules(max_rank=None, min_rank=1)))
+@CONCATENATION.device(_concat_types)
+def _concatenation_device(node: OpNode, ins: list[Tensor | None]) -> Compute | View:
+    """Output element at axis coordinate a reads the input whose run along the axis holds a
+    (empty inputs hold none)."""
+    axis, shapes = _concat_axis(node)
+    out_shape = node.out_shape(0)
+    require_nonempty(out_shape)
+    begins = np.cumsum([0] + [s[axis] for s in shapes]).tolist()
+    live = [k for k, s in enumerate(shapes) if s[axis]]
+    parts = [(begins[k], begins[k + 1], _requantized(node, k, ins[k])) for k in live]
+    if len(live) == 1 and parts[0][2] is ins[live[0]]:
+        return View(live[0])
 
-register(OpSpec(Op.CHANNEL_SHUFFLE, [sig([t, T.INT32, T.INT32], [t], v) for t, v in typed(CORE4, V.V1_2)],
-                _channel_shuffle, rules()))
+    def at(c: Coords) -> Expr:
+        a = c[axis]
+        begin, _, x = parts[-1]
+        value = x.load(c.replace(axis, a - begin))
+        for begin, end, x in reversed(parts[:-1]):
+            value = (a < end).where(x.load(c.replace(axis, a - begin)), value)
+        return value
+
+    return Compute(out_shape, parts[0][2].dtype, at)
+
+
+def _pad_device(node: OpNode, ins: list[Tensor | None]) -> Compute:
+    require_nonempty(ins[0].shape)
+    return padded(ins[0], _paddings(node), stored_constant(_pad_value(node), node.out_operand(0).type))
+
+
+PAD.device(copyable)(_pad_device)
+PAD_V2.device(copyable)(_pad_device)
+
+
+@GATHER.device(copyable)
+def _gather_device(node: OpNode, ins: list[Tensor | None]) -> Compute:
+    """Indices known at compile time, so out-of-range ones stay on the host reference, which
+    reports them; the kernel reads them from their tensor."""
+    x, indices = ins[0], ins[2]
+    axis = _gather_axis(node)
+    _gather_indices(node, axis)
+    out_shape = node.out_shape(0)
+    require_nonempty(x.shape, out_shape)
+    r = len(indices.shape)
+
+    def at(c: Coords) -> Expr:
+        src = indices.load(Coords(indices.shape, c.axes[axis:axis + r]))
+        return x.load(Coords(x.shape, c.axes[:axis] + [src] + c.axes[axis + r:]))
+
+    return Compute(out_shape, x.dtype, at)
