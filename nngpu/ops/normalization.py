@@ -5,6 +5,10 @@ divides by max(sqrt(sum of squares), 1e-6), so an all-zero slice gives zeros (th
 Quantized L2 normalization is the reference's fixed-point kernel: the int32 sum of squared
 offsets goes through TFLite's GetInvSqrtQuantizedMultiplierExp (a Newton-Raphson 1/sqrt in Q3),
 then each offset * 128 is scaled by it; the output has scale 1/128.
+
+On the device, L2 and local response normalization compute each element from its slice (the
+quantized L2 bit-exactly, its inverse square root a device helper); instance normalization
+stores each plane's mean, then its variance, before normalizing elementwise.
 """
 from __future__ import annotations
 
@@ -12,12 +16,17 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
+from ..ir import Compute, broadcast, clamp, fn, reduce_sum
+from ..ir import fixedpoint as fx
+from . import _reduce_device as rd
+from ._device import QUANT8, floats, types_in
 from .dtypes import quant_range
+from .fixedpoint import clz32, fp_mul, sat_shift_left
+from .node import OpNode
 from .quant import INT32_MAX, multiply_by_quantized_multiplier, rounding_divide_by_pot, wrap_int32
 from .reduce import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
 from .registry import HalVersion as V
-from .registry import OpContext, OpError, OpSpec, register, sig
-from .fixedpoint import clz32, fp_mul, sat_shift_left
+from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 
 _F32, _F16, _Q8, _Q8S = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 _L2_OUT_ZP = {_Q8: 128, _Q8S: 0}
@@ -188,8 +197,88 @@ def _model_rules_lrn(ctx: OpContext) -> None:
     ranks_before_v1_2(ctx, (4,))
 
 
-register(OpSpec(Op.L2_NORMALIZATION, _l2_sigs(), _l2_reference, validate=_model_rules_l2))
-register(OpSpec(Op.LOCAL_RESPONSE_NORMALIZATION, _lrn_sigs(), _lrn_reference, validate=_model_rules_lrn))
+# ---- device ----------------------------------------------------------------------------------
+def _square(v):
+    return v * v
+
+
+def _float_l2(node: OpNode, ins: list) -> Compute:
+    x, axis = ins[0], rd.slice_axis(node, 1)
+
+    def value(c):
+        loop, at, _ = rd.axis_loop(c, axis)
+        return x.load(c) / fn("fmax", fn("sqrt", rd.float_sum([loop], _square(x.load(at)))), 1e-6)
+
+    return Compute(node.in_shape(0), "float", value)
+
+
+def _quant_l2(node: OpNode, ins: list) -> Compute:
+    """l2normQuant8: the int32 sum of squared offsets, its inverse square root as a multiplier
+    and shift (a device helper), each offset * 128 scaled by it."""
+    x, axis, t = ins[0], rd.slice_axis(node, 1), node.in_operand(0).type
+    zp = int(node.in_operand(0).zeroPoint)
+    lo, hi = quant_range(t)
+
+    def value(c):
+        loop, at, _ = rd.axis_loop(c, axis)
+        squares = _square(x.load(at) - zp).cast("long")
+        multiplier, shift = rd.inv_sqrt(fx.wrap32(reduce_sum([loop], squares)))
+        return clamp(fx.mbqm((x.load(c) - zp) * 128, multiplier, shift) + _L2_OUT_ZP[t], lo, hi)
+
+    return Compute(node.in_shape(0), "int", value)
+
+
+def _float_lrn(node: OpNode, ins: list) -> Compute:
+    """x * (bias + alpha * sum of squares over [c - radius, c + radius] on the axis) ^ -beta."""
+    x, axis, radius = ins[0], rd.slice_axis(node, 5), int(node.scalar(1))
+    bias, alpha, beta = (float(np.float32(node.scalar(k))) for k in (2, 3, 4))
+    extent = node.in_shape(0)[axis]
+
+    def value(c):
+        lo, hi = c[axis] - radius, c[axis] + radius + 1
+        loop, at, _ = rd.axis_loop(c, axis, (lo < 0).where(0, lo), (hi > extent).where(extent, hi))
+        return x.load(c) * fn("pow", bias + alpha * rd.float_sum([loop], _square(x.load(at))), -beta)
+
+    return Compute(node.in_shape(0), "float", value)
+
+
+def _float_instance(node: OpNode, ins: list) -> Compute:
+    """Per (batch, channel) plane: a kernel storing the means, one the variances (from the
+    stored means), then the normalization itself, elementwise."""
+    x, shape = ins[0], node.in_shape(0)
+    gamma, beta, epsilon = (float(np.float32(node.scalar(i))) for i in (1, 2, 3))
+    nchw = bool(node.scalar(4))
+    spatial = (2, 3) if nchw else (1, 2)
+    count = float(rd.reduced_count(node, spatial))
+    stats_shape = tuple(1 if k in spatial else d for k, d in enumerate(shape))
+
+    def plane_sum(c, term):
+        loops, at = rd.reduced_slice(shape, spatial, True, c)
+        return rd.float_sum(loops, term(x.load(at)))
+
+    mean = node.materialize(Compute(stats_shape, "float", lambda c: plane_sum(c, lambda v: v) / count),
+                            "instance_mean")
+
+    def variance(c):
+        m = mean.load(c)
+        return plane_sum(c, lambda v: _square(v - m)) / count
+
+    var = node.materialize(Compute(stats_shape, "float", variance), "instance_variance")
+
+    def value(c):
+        at = broadcast(c, stats_shape)
+        return (x.load(c) - mean.load(at)) * gamma / fn("sqrt", var.load(at) + epsilon) + beta
+
+    return Compute(shape, "float", value)
+
+
+L2 = register(OpSpec(Op.L2_NORMALIZATION, _l2_sigs(), _l2_reference, validate=_model_rules_l2,
+                     shape=same_shape(0), pattern=Pattern.REDUCTION))
+L2.device(floats(0))(_float_l2)
+L2.device(types_in(QUANT8, 0))(_quant_l2)
+register(OpSpec(Op.LOCAL_RESPONSE_NORMALIZATION, _lrn_sigs(), _lrn_reference, validate=_model_rules_lrn,
+                shape=same_shape(0), pattern=Pattern.REDUCTION)).device(floats(0))(_float_lrn)
 register(OpSpec(Op.INSTANCE_NORMALIZATION,
                 [sig([t, _SCALAR_OF[t], _SCALAR_OF[t], _SCALAR_OF[t], T.BOOL], [t], V.V1_2) for t in (_F32, _F16)],
-                _instance_reference, validate=_validate_instance))
+                _instance_reference, validate=_validate_instance, shape=same_shape(0),
+                pattern=Pattern.REDUCTION)).device(floats(0))(_float_instance)

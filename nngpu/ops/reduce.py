@@ -5,17 +5,25 @@ ResolveAxis); keep_dims keeps reduced extents as 1; reducing every axis without 
 shape [1]. Quantized MEAN follows the reference (TFLite reference_ops::Mean<T, int32>): the raw
 values, zero point included, are summed in int32 and divided with C truncation. Also holds the
 axis helpers the softmax, normalization and selection families share.
+
+Every type runs on the device: each output element loops over the elements it reduces (float
+sums compensated, quantized MEAN in 64-bit integers with C's truncating division, exact).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
+from ..ir import Acc, Compute, Const, Expr, Loop, Reduce, reduce_sum
+from ._device import COPYABLE, types_in
+from ._reduce_device import extreme, float_sum, reduced_count, reduced_slice
+from .node import OpNode
 from .registry import HalVersion as V
-from .registry import OpContext, OpError, OpSpec, register, sig
+from .registry import OpContext, OpError, OpSpec, Pattern, register, sig
 
 MAX_RANK = 4
 _F32, _F16, _Q8, _Q8S, _B8 = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM,
@@ -51,9 +59,20 @@ def const_scalar(ctx: OpContext, i: int):
 
 
 # ---- reduction kernels ---------------------------------------------------------------------
-def _axes(ctx: OpContext, rank: int) -> tuple[int, ...]:
+@dataclass(frozen=True)
+class ReduceParams:
+    axes: tuple[int, ...]   # sorted, each once
+    keep: bool
+
+
+def _params(ctx: OpContext) -> ReduceParams:
+    rank = len(ctx.in_shape(0))
+    if rank > MAX_RANK:
+        raise OpError(f"input rank {rank} > {MAX_RANK}")
     raw = np.asarray(ctx.input(1)).reshape(-1)
-    return tuple(sorted({resolve_axis(int(a), rank) for a in raw}))
+    keep = ctx.scalar(2)
+    return ReduceParams(tuple(sorted({resolve_axis(int(a), rank) for a in raw})),
+                        keep > 0 if ctx.operation.type == Op.MEAN else bool(keep))
 
 
 def _out_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep: bool) -> tuple[int, ...]:
@@ -61,6 +80,11 @@ def _out_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep: bool) -> tup
         return tuple(1 if d in axes else n for d, n in enumerate(shape))
     kept = tuple(n for d, n in enumerate(shape) if d not in axes)
     return kept if kept else (1,)
+
+
+def _shape(node: OpContext) -> list[tuple[int, ...]]:
+    p = node.params
+    return [_out_shape(node.in_shape(0), p.axes, p.keep)]
 
 
 def _mean_quant(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -125,14 +149,8 @@ def _reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
 
     def reference(ctx: OpContext) -> list[np.ndarray]:
         _validate(ctx)  # the model rules again, now that every value is known
-        x = ctx.input(0)
-        if x.ndim > MAX_RANK:
-            raise OpError(f"input rank {x.ndim} > {MAX_RANK}")
-        axes = _axes(ctx, x.ndim)
-        keep = ctx.scalar(2)
-        keep = keep > 0 if op == Op.MEAN else bool(keep)
-        y = np.asarray(kernel(x, axes))
-        return [y.reshape(_out_shape(x.shape, axes, keep))]
+        y = np.asarray(kernel(ctx.input(0), ctx.params.axes))
+        return [y.reshape(_shape(ctx)[0])]
 
     return reference
 
@@ -147,7 +165,36 @@ _TYPES: dict[Op, list[tuple[T, V]]] = {
     Op.REDUCE_SUM: [(_F32, V.V1_2), (_F16, V.V1_2)],
 }
 
+
+def _accumulate(op: Op, loops: list[Loop], v: Expr, count: int) -> Expr:
+    """Reduction `op` of the values `v` over `loops` (`count` iterations), as the reference."""
+    if op in (Op.MEAN, Op.REDUCE_SUM):
+        if v.dtype == "float":
+            total = float_sum(loops, v)
+            return total / float(count) if op == Op.MEAN else total
+        return reduce_sum(loops, v.cast("long")) / count  # quantized MEAN: C's truncating division
+    if op == Op.REDUCE_PROD:
+        return Reduce(loops, [Acc(Const(1.0, "float"), v, lambda a, b: a * b)])
+    if op in (Op.REDUCE_MAX, Op.REDUCE_MIN):
+        return extreme(loops, v, op == Op.REDUCE_MAX)
+    every = op == Op.REDUCE_ALL
+    return Reduce(loops, [Acc(Const(every, "bool"), v, (lambda a, b: a & b) if every else (lambda a, b: a | b))])
+
+
+def _reduce_device(node: OpNode, ins: list) -> Compute:
+    """Each output element loops over the input elements it reduces (float16 in float32)."""
+    x, p, op = ins[0], node.params, node.operation.type
+    count = reduced_count(node, p.axes)
+
+    def value(c):
+        loops, at = reduced_slice(node.in_shape(0), p.axes, p.keep, c)
+        return _accumulate(op, loops, x.load(at), count)
+
+    return Compute(node.out_shape(0), x.dtype, value)
+
+
 for _op, _types in _TYPES.items():
     _keep = T.INT32 if _op == Op.MEAN else T.BOOL  # MEAN predates the BOOL operand type
-    register(OpSpec(_op, [sig([_t, T.TENSOR_INT32, _keep], [_t], _v) for _t, _v in _types],
-                    _reference(_op), validate=_validate))
+    register(OpSpec(_op, [sig([_t, T.TENSOR_INT32, _keep], [_t], _v) for _t, _v in _types], _reference(_op),
+                    validate=_validate, shape=_shape, params=_params,
+                    pattern=Pattern.REDUCTION)).device(types_in(COPYABLE, 0))(_reduce_device)

@@ -1,17 +1,32 @@
 """RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR, as the TFLite reference kernels compute them
 (float32 arithmetic in the reference's operation order; quantized bilinear truncates toward
 zero as its static_cast does). Output size by shape (INT32) or by scale (FLOAT32 / FLOAT16),
-optional NCHW layout (1.2), align_corners and half_pixel_centers (1.3)."""
+optional NCHW layout (1.2), align_corners and half_pixel_centers (1.3).
+
+On the device, nearest neighbour is a copy (INJECTIVE) whose source index is computed per
+element in float32; it is a discontinuous function of the position, so the rounding is written
+to be exact (a product that is never contracted, align_corners' round-half-up on the exact
+fraction) and checked against the reference's index table before the kernel is used.
+Bilinear (a 2x2 window: REDUCTION) reads its neighbours and weights per output row and column
+from tables the reference's own functions compute, and sums the four products in the
+reference's order without contraction: bit-exact, so quantized inputs run there too."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import QUANT8, V, check_rank, from_nhwc, rules, to_nhwc
-from .registry import OpContext, OpError, OpSpec, register, sig
+from ..ir import Compute, Expr, clamp, fn
+from ..ir.window import Image
+from ._device import COPYABLE, FLOATS, types_in
+from ._movement_util import QUANT8, V, from_nhwc, layout_dims, nhwc_dims, rules, to_nhwc
+from ._reduce_device import mul_rn
+from .dtypes import quant_range
+from .node import OpNode
+from .registry import OpContext, OpError, OpSpec, Pattern, register, sig
 
 F32 = np.float32
 
@@ -67,28 +82,120 @@ def _nearest_axis(out_size: int, in_size: int, align: bool, half: bool) -> np.nd
     return np.maximum(idx, 0) if half else idx
 
 
+@dataclass(frozen=True)
+class ResizeParams:
+    nchw: bool
+    align: bool           # align_corners
+    half: bool            # half_pixel_centers
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+
+
+def _params(ctx: OpContext) -> ResizeParams:
+    shape = ctx.in_shape(0)
+    if len(shape) != 4:
+        raise OpError(f"input rank {len(shape)} is not 4")
+    nchw = bool(ctx.scalar(3, False))
+    align, half = bool(ctx.scalar(4, False)), bool(ctx.scalar(5, False))
+    if align and half:
+        raise OpError("align_corners and half_pixel_centers cannot both be set")
+    _, in_h, in_w, c = nhwc_dims(shape, nchw)
+    if in_h <= 0 or in_w <= 0 or c <= 0:
+        raise OpError(f"input image {in_h}x{in_w}x{c} must not be empty")
+    return ResizeParams(nchw, align, half, in_h, in_w, *_output_size(ctx, in_h, in_w))
+
+
+def _shape(ctx: OpContext) -> list[tuple[int, ...]]:
+    p = ctx.params
+    n, _, _, c = nhwc_dims(ctx.in_shape(0), p.nchw)
+    return [layout_dims(n, p.out_h, p.out_w, c, p.nchw)]
+
+
 def _resize(kind: Op):
     def reference(ctx: OpContext) -> list[np.ndarray]:
-        x = ctx.input(0)
-        check_rank(x, 4, 4)
-        nchw = bool(ctx.scalar(3, False))
-        align, half = bool(ctx.scalar(4, False)), bool(ctx.scalar(5, False))
-        if align and half:
-            raise OpError("align_corners and half_pixel_centers cannot both be set")
-        img = to_nhwc(x, nchw)
-        n, in_h, in_w, c = img.shape
-        if in_h <= 0 or in_w <= 0 or c <= 0:
-            raise OpError(f"input image {in_h}x{in_w}x{c} must not be empty")
-        out_h, out_w = _output_size(ctx, in_h, in_w)
+        x, p = ctx.input(0), ctx.params
+        img = to_nhwc(x, p.nchw)
         if kind == Op.RESIZE_NEAREST_NEIGHBOR:
-            out = img[:, _nearest_axis(out_h, in_h, align, half)][:, :, _nearest_axis(out_w, in_w, align, half)]
+            rows = _nearest_axis(p.out_h, p.in_h, p.align, p.half)
+            out = img[:, rows][:, :, _nearest_axis(p.out_w, p.in_w, p.align, p.half)]
         else:
-            out = _bilinear(img, out_h, out_w, align, half)
+            out = _bilinear(img, p.out_h, p.out_w, p.align, p.half)
             if ctx.in_operand(0).type in QUANT8:  # static_cast<T>(float): truncation toward zero
                 info = np.iinfo(x.dtype)
                 out = np.clip(np.trunc(out), info.min, info.max).astype(x.dtype)
-        return [from_nhwc(out, nchw)]
+        return [from_nhwc(out, p.nchw)]
     return reference
+
+
+# ---- device ----------------------------------------------------------------------------------
+def _nearest_device(out_size: int, in_size: int, align: bool, half: bool) -> np.ndarray:
+    """What `_nearest_index` computes per output coordinate, in numpy float32."""
+    scale = _scale(in_size, out_size, align)
+    pos = (np.arange(out_size, dtype=F32) + F32(0.5 if half else 0.0)) * scale
+    k = np.floor(pos)
+    idx = (k + (pos - k >= F32(0.5))) if align else k
+    return np.clip(idx.astype(np.int64), 0, in_size - 1)
+
+
+def _nearest_index(coord: Expr, out_size: int, in_size: int, align: bool, half: bool) -> Expr:
+    """The source row (column) of output row `coord`, exactly as `_nearest_device`."""
+    pos = coord.cast("float")
+    pos = mul_rn(pos + 0.5 if half else pos, float(_scale(in_size, out_size, align)))
+    k = fn("floor", pos)
+    if align:
+        k = (pos - k >= 0.5).where(k + 1.0, k)
+    return clamp(k.cast("long"), 0, in_size - 1)
+
+
+def _image(node: OpNode, p: ResizeParams) -> tuple[Image, Image]:
+    """The input and output images; ValueError (host) when empty."""
+    if 0 in node.in_shape(0):
+        raise ValueError("empty input")
+    return Image.of(node.in_shape(0), p.nchw), Image.of(node.out_shape(0), p.nchw)
+
+
+def _nearest_device_build(node: OpNode, ins: list) -> Compute:
+    x, p = ins[0], node.params
+    src, dst = _image(node, p)
+    for o, i in ((p.out_h, p.in_h), (p.out_w, p.in_w)):
+        if not np.array_equal(_nearest_device(o, i, p.align, p.half), _nearest_axis(o, i, p.align, p.half)):
+            raise ValueError("float rounding would differ from the reference")
+
+    def value(c):
+        b, row, col, ch = dst.split(c)
+        return x.load(src.at(b, _nearest_index(row, p.out_h, p.in_h, p.align, p.half),
+                             _nearest_index(col, p.out_w, p.in_w, p.align, p.half), ch))
+
+    return Compute(dst.shape, x.dtype, value)
+
+
+def _bilinear_tables(node: OpNode, out_size: int, in_size: int, p: ResizeParams):
+    """Per output coordinate: its two source coordinates and their weights (1 - d, d)."""
+    pos, lo, hi = _bilinear_axis(out_size, in_size, p.align, p.half)
+    d = pos - lo.astype(F32)
+    return (node.constant(np.stack([lo, hi], axis=1).astype(np.int32), T.TENSOR_INT32),
+            node.constant(np.stack([F32(1) - d, d], axis=1), T.TENSOR_FLOAT32))
+
+
+def _bilinear_device(node: OpNode, ins: list) -> Compute:
+    x, p, t = ins[0], node.params, node.in_operand(0).type
+    src, dst = _image(node, p)
+    rows, row_w = _bilinear_tables(node, p.out_h, p.in_h, p)
+    cols, col_w = _bilinear_tables(node, p.out_w, p.in_w, p)
+
+    def value(c):
+        b, row, col, ch = dst.split(c)
+        ys, wy = [rows.at(row * 2 + k) for k in (0, 1)], [row_w.at(row * 2 + k) for k in (0, 1)]
+        xs, wx = [cols.at(col * 2 + k) for k in (0, 1)], [col_w.at(col * 2 + k) for k in (0, 1)]
+        total = None
+        for i, j in ((0, 0), (1, 0), (0, 1), (1, 1)):  # the reference's order of the four terms
+            term = mul_rn(mul_rn(x.load(src.at(b, ys[i], xs[j], ch)), wy[i]), wx[j])
+            total = term if total is None else total + term
+        return clamp(total.cast("int"), *quant_range(t)) if t in QUANT8 else total
+
+    return Compute(dst.shape, x.dtype, value)
 
 
 def _signatures(kind: Op) -> list:
@@ -108,5 +215,8 @@ def _signatures(kind: Op) -> list:
     return out
 
 
-for _kind in (Op.RESIZE_BILINEAR, Op.RESIZE_NEAREST_NEIGHBOR):
-    register(OpSpec(_kind, _signatures(_kind), _resize(_kind), rules(min_rank=4)))
+for _kind, _pattern, _types, _build in (
+        (Op.RESIZE_BILINEAR, Pattern.REDUCTION, FLOATS | QUANT8, _bilinear_device),
+        (Op.RESIZE_NEAREST_NEIGHBOR, Pattern.INJECTIVE, COPYABLE, _nearest_device_build)):
+    register(OpSpec(_kind, _signatures(_kind), _resize(_kind), rules(min_rank=4), shape=_shape, params=_params,
+                    pattern=_pattern)).device(types_in(_types, 0))(_build)

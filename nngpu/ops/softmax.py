@@ -4,54 +4,79 @@ Float kernels subtract the slice maximum first (as the reference) and compute fl
 Quantized SOFTMAX is the reference's fixed-point kernel (gemmlowp / TFLite Softmax): input
 differences from the slice maximum are rescaled by beta * scale to a Q5.26 value, exponentiated
 with gemmlowp's exp_on_negative_values, summed in Q12.19, and divided with the Newton-Raphson
-reciprocal; the output has scale 1/256. Also the gemmlowp fixed-point helpers the quantized
-normalization kernels use.
+reciprocal; the output has scale 1/256.
+
+On the device (both float and quantized, bit-exact for the latter) each element reads its slice
+twice: for the maximum, then for the sum of exponentials.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
+from ..ir import Compute, clamp, fn, reduce_sum
+from ..ir import fixedpoint as fx
+from . import _reduce_device as rd
+from ._device import QUANT8, floats, types_in
 from .dtypes import quant_range
-from .quant import (
-    quantize_multiplier_greater_than_one,
-    rounding_divide_by_pot,
-    wrap_int32,
-)
 from .fixedpoint import clz32, exp_on_negative_values, fp_mul, one_over_one_plus_x_for_x_in_0_1
+from .node import OpNode
+from .quant import quantize_multiplier_greater_than_one, rounding_divide_by_pot, wrap_int32
 from .reduce import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
 from .registry import HalVersion as V
-from .registry import OpContext, OpError, OpSpec, register, sig
+from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 
 _F32, _F16, _Q8, _Q8S = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 _SOFTMAX_OUT_ZP = {_Q8: 0, _Q8S: -128}
 
 
 # ---- SOFTMAX -------------------------------------------------------------------------------
-def _softmax_quant(x: np.ndarray, beta: float, in_scale: float, out_type: int) -> np.ndarray:
+_INT_BITS, _ACC_BITS = 5, 12   # exp input in Q5.26, the sum of exps in Q12.19
+
+
+@dataclass(frozen=True)
+class QuantSoftmax:
+    """The quantized kernel's constants: beta * input scale as a Q5.26 multiplier and left
+    shift, and the radius beyond which a difference from the maximum gives 0."""
+
+    multiplier: int
+    left_shift: int
+    radius: int
+
+    @staticmethod
+    def of(beta: float, in_scale: float) -> "QuantSoftmax":
+        real = min(1.0 * beta * float(np.float32(in_scale)) * (1 << (31 - _INT_BITS)), (1 << 31) - 1.0)
+        if real <= 1.0:
+            raise OpError("SOFTMAX: beta * input scale is too small for the quantized kernel")
+        multiplier, left_shift = quantize_multiplier_greater_than_one(real)
+        radius = math.floor(((1 << _INT_BITS) - 1) * (1 << (31 - _INT_BITS)) / (1 << left_shift))
+        return QuantSoftmax(multiplier, left_shift, radius)
+
+    def exps(self, diff: np.ndarray) -> np.ndarray:
+        """exp of the rescaled differences from the slice maximum (<= 0), Q0.31."""
+        return exp_on_negative_values(fp_mul(wrap_int32(diff * (1 << self.left_shift)), self.multiplier), _INT_BITS)
+
+    def terms(self, diff: np.ndarray, exps: np.ndarray) -> np.ndarray:
+        """What each element adds to the Q12.19 sum: its exp, or 0 beyond the radius."""
+        return np.where(diff >= -self.radius, rounding_divide_by_pot(exps, _ACC_BITS), 0)
+
+
+def _softmax_quant(x: np.ndarray, q: QuantSoftmax, out_type: int) -> np.ndarray:
     """Softmax over the last axis of raw quantized values, the reference's fixed-point way."""
-    int_bits, acc_bits = 5, 12
-    real = min(1.0 * beta * float(np.float32(in_scale)) * (1 << (31 - int_bits)), (1 << 31) - 1.0)
-    if real <= 1.0:
-        raise OpError("SOFTMAX: beta * input scale is too small for the quantized kernel")
-    multiplier, left_shift = quantize_multiplier_greater_than_one(real)
-    radius = math.floor(((1 << int_bits) - 1) * (1 << (31 - int_bits)) / (1 << left_shift))
     diff = x.astype(np.int64) - np.max(x, axis=-1, keepdims=True).astype(np.int64)
-    valid = diff >= -radius
-    scaled = fp_mul(wrap_int32(diff * (1 << left_shift)), multiplier)
-    exps = exp_on_negative_values(scaled, int_bits)
-    sum_exps = wrap_int32(np.sum(np.where(valid, rounding_divide_by_pot(exps, acc_bits), 0), axis=-1, keepdims=True))
+    exps = q.exps(diff)
+    sum_exps = wrap_int32(np.sum(q.terms(diff, exps), axis=-1, keepdims=True))
     headroom = clz32(sum_exps)
-    bits_over_unit = acc_bits - headroom
     shifted_minus_one = wrap_int32(((sum_exps & 0xFFFFFFFF) << headroom) - (1 << 31))
     scale = one_over_one_plus_x_for_x_in_0_1(shifted_minus_one)
-    out = rounding_divide_by_pot(fp_mul(scale, exps), bits_over_unit + 31 - 8)
+    out = rounding_divide_by_pot(fp_mul(scale, exps), _ACC_BITS - headroom + 31 - 8)
     lo, hi = quant_range(out_type)
     out = out + _SOFTMAX_OUT_ZP[out_type]
-    return np.where(valid, np.clip(out, lo, hi), lo)
+    return np.where(diff >= -q.radius, np.clip(out, lo, hi), lo)
 
 
 def _validate_softmax(ctx: OpContext) -> None:
@@ -92,7 +117,7 @@ def _softmax_reference(ctx: OpContext) -> list[np.ndarray]:
         return [x.copy()]
     xt = np.moveaxis(x, axis, -1)
     if x.dtype in (np.uint8, np.int8):
-        y = _softmax_quant(xt, beta, ctx.in_operand(0).scale, ctx.in_operand(0).type)
+        y = _softmax_quant(xt, QuantSoftmax.of(beta, ctx.in_operand(0).scale), ctx.in_operand(0).type)
     else:
         xf = xt.astype(np.float32)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -135,7 +160,54 @@ def _softmax_sigs() -> list:
     return out
 
 
-register(OpSpec(Op.SOFTMAX, _softmax_sigs(), _softmax_reference, validate=_model_rules_softmax))
+# ---- device ----------------------------------------------------------------------------------
+def _float_softmax(log: bool):
+    def build(node: OpNode, ins: list) -> Compute:
+        x, axis, beta = ins[0], rd.slice_axis(node, 2), float(node.scalar(1))
+
+        def value(c):
+            mx = rd.slice_extreme(x, c, axis)
+            own = (x.load(c) - mx) * beta  # built first: the maximum is computed before the sum's loop
+            loop, at, _ = rd.axis_loop(c, axis)
+            total = rd.float_sum([loop], fn("exp", (x.load(at) - mx) * beta))
+            return own - fn("log", total) if log else fn("exp", own) / total
+
+        return Compute(node.in_shape(0), "float", value)
+    build.__name__ = "float_log_softmax" if log else "float_softmax"
+    return build
+
+
+def _quant_softmax(node: OpNode, ins: list) -> Compute:
+    """The reference's fixed-point softmax. exp of a difference from the slice maximum takes
+    one of 256 values: they (and each one's term of the sum) are tables computed by the
+    reference's own functions; the sum's reciprocal is computed on the device."""
+    x, axis, t = ins[0], rd.slice_axis(node, 2), node.in_operand(0).type
+    q = QuantSoftmax.of(float(node.scalar(1)), node.in_operand(0).scale)
+    lo, hi = quant_range(t)
+    span = hi - lo
+    diffs = np.arange(-span, 1, dtype=np.int64)
+    exps = q.exps(diffs)
+    exp_table = node.constant(exps.astype(np.int32), T.TENSOR_INT32)
+    term_table = node.constant(q.terms(diffs, exps).astype(np.int32), T.TENSOR_INT32)
+
+    def value(c):
+        mx = rd.slice_extreme(x, c, axis)
+        diff = x.load(c) - mx  # built first: the maximum is computed before the sum's loop
+        loop, at, _ = rd.axis_loop(c, axis)
+        total = fx.wrap32(reduce_sum([loop], term_table.at(x.load(at) - mx + span).cast("long")))
+        headroom = rd.clz32(total)
+        scale = rd.one_over_one_plus_x(fx.wrap32(((total & 0xFFFFFFFF) << headroom) - (1 << 31)))
+        out = fx.rdbpot(fx.srdhm(scale, exp_table.at(diff + span)), (_ACC_BITS + 31 - 8) - headroom)
+        return (diff >= -q.radius).where(clamp(out + _SOFTMAX_OUT_ZP[t], lo, hi), lo)
+
+    return Compute(node.in_shape(0), "int", value)
+
+
+SOFTMAX = register(OpSpec(Op.SOFTMAX, _softmax_sigs(), _softmax_reference, validate=_model_rules_softmax,
+                          shape=same_shape(0), pattern=Pattern.REDUCTION))
+SOFTMAX.device(floats(0))(_float_softmax(False))
+SOFTMAX.device(types_in(QUANT8, 0))(_quant_softmax)
 register(OpSpec(Op.LOG_SOFTMAX,
                 [sig([t, s, T.INT32], [t], V.V1_2) for t, s in ((_F32, T.FLOAT32), (_F16, T.FLOAT16))],
-                _log_softmax_reference, validate=_validate_log_softmax))
+                _log_softmax_reference, validate=_validate_log_softmax, shape=same_shape(0),
+                pattern=Pattern.REDUCTION)).device(floats(0))(_float_softmax(True))
