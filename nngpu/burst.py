@@ -149,6 +149,10 @@ def _release(requests: MessageQueue, results: MessageQueue, context: IBurstConte
 
 
 class ExecutionBurstController:
+    """One burst's client: encodes each compute's request into the request FMQ, waits for its
+    result packet, and falls back to executeSynchronously when a request cannot travel (driver
+    buffers, or a packet longer than the request FMQ). Thread-safe: computes run one at a time."""
+
     def __init__(self, prepared_model, requests: MessageQueue, results: MessageQueue,
                  callback: BurstCallback, context: IBurstContext, timeout: float | None = None):
         self._prepared = prepared_model

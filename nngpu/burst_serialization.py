@@ -1,5 +1,5 @@
-"""Burst packets: Request + MeasureTiming <-> FmqRequestDatum list <-> bytes, and
-(ErrorStatus, OutputShapes, Timing) <-> FmqResultDatum list <-> bytes (1.2/types.hal).
+"""Burst packets: Request + MeasureTiming <-> bytes and (ErrorStatus, OutputShapes, Timing) <->
+bytes (1.2/types.hal), and the same packets as the spec's FmqRequestDatum / FmqResultDatum lists.
 
 Datum order (the spec's): a request packet is packetInformation, then per input its
 operand information followed by one datum per dimension value, the same for outputs, one
@@ -25,21 +25,25 @@ Binary layout: every datum is DATUM_SIZE = 24 bytes, little-endian, all unused b
     operandDimensionValue    u32 value
     executionTiming          u64 timeOnDevice, u64 timeInDriver
 
-Deserialization checks the packet against itself: the first datum is packetInformation, its
+Decoding checks the packet against itself: the first datum is packetInformation, its
 packetSize is the packet's length, every count is matched by exactly that many datums of the
 expected kind, booleans are 0 or 1, enums are known values. Anything else raises PacketError.
 
-Two routes with the same bytes and the same verdicts: the datum-list functions (serialize_* /
-*_to_bytes / *_from_bytes / deserialize_*), which mirror the spec's types one datum at a time,
-and the whole-packet codecs encode_request / decode_request / encode_result / decode_result,
-which the burst's hot path uses: one struct call per packet over a flat tuple of u32 words and
-no per-datum objects. A value the fast encoders cannot pack falls back to the datum route,
-which names it in the PacketError.
+One codec: encode_request / decode_request / encode_result / decode_result turn a whole packet
+into a flat tuple of u32 words (6 a datum) and back with one struct call and no per-datum
+objects. They are the burst's hot path and the only code that knows the datum order and checks
+a packet. The datum-list functions are views over it: *_to_bytes and *_from_bytes convert each
+datum to its 6 words and back (any datum list, well-formed or not, as the VTS mutation tests
+send), serialize_* reads the encoder's packet back as datums, and deserialize_* decodes the
+bytes of a datum list. An encoder given a value struct cannot pack (a float, a negative or an
+oversized int) converts every value with int() and checks its range, naming one that does not
+fit in the PacketError, and packs again.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .hal.types import (
     DataLocation,
@@ -62,14 +66,17 @@ from .hal.types import (
 
 __all__ = ["DATUM_SIZE", "PacketError", "BurstRequest", "serialize_request", "deserialize_request",
            "serialize_result", "deserialize_result", "request_to_bytes", "request_from_bytes",
-           "result_to_bytes", "result_from_bytes", "request_packet_length", "result_packet_length",
-           "encode_request", "decode_request", "encode_result", "decode_result"]
+           "result_to_bytes", "result_from_bytes", "encode_request", "decode_request", "encode_result",
+           "decode_result"]
 
 DATUM_SIZE = 24
 _WORDS = DATUM_SIZE // 4
 _U32_MAX = 0xFFFF_FFFF
 _INT32_MAX = 0x7FFF_FFFF
-_STATUSES = frozenset(int(s) for s in ErrorStatus)
+_MEASURES = {int(m): m for m in MeasureTiming}
+_STATUS_OF = {int(s): s for s in ErrorStatus}
+_RQ_INFO, _RQ_IN, _RQ_IN_DIM, _RQ_OUT, _RQ_OUT_DIM, _RQ_POOL, _RQ_MEASURE = (int(k) for k in RK)
+_RS_INFO, _RS_OPERAND, _RS_DIM, _RS_TIMING = (int(k) for k in SK)
 
 
 class PacketError(ValueError):
@@ -78,7 +85,7 @@ class PacketError(ValueError):
 
 @dataclass
 class BurstRequest:
-    """A deserialized request packet: pools are still slot identifiers."""
+    """A decoded request packet: pools are still slot identifiers."""
 
     inputs: list[RequestArgument]
     outputs: list[RequestArgument]
@@ -89,6 +96,7 @@ class BurstRequest:
         return Request(self.inputs, self.outputs, list(pools))
 
 
+# ---- values -> words, checked ---------------------------------------------------------------------
 def _u32(v: int, what: str) -> int:
     v = int(v)
     if not 0 <= v <= _U32_MAX:
@@ -96,191 +104,12 @@ def _u32(v: int, what: str) -> int:
     return v
 
 
-# ---- request: Request <-> datum list ------------------------------------------------------------
-def request_packet_length(request: Request) -> int:
-    args = [*request.inputs, *request.outputs]
-    return 2 + len(args) + sum(len(a.dimensions) for a in args) + len(request.pools)
-
-
-def serialize_request(request: Request, measure: MeasureTiming, slots: list[int]) -> list[FmqRequestDatum]:
-    """The spec's datum list for `request`, its pools named by `slots`."""
-    n = request_packet_length(request)
-    out = [FmqRequestDatum(RK.packetInformation, FmqRequestPacketInformation(
-        n, len(request.inputs), len(request.outputs), len(slots)))]
-    for args, info_kind, dim_kind in ((request.inputs, RK.inputOperandInformation, RK.inputOperandDimensionValue),
-                                      (request.outputs, RK.outputOperandInformation, RK.outputOperandDimensionValue)):
-        for a in args:
-            loc = DataLocation() if a.hasNoValue else a.location
-            dims = [] if a.hasNoValue else list(a.dimensions)
-            out.append(FmqRequestDatum(info_kind, FmqRequestOperandInformation(bool(a.hasNoValue), loc, len(dims))))
-            out.extend(FmqRequestDatum(dim_kind, int(d)) for d in dims)
-    out.extend(FmqRequestDatum(RK.poolIdentifier, int(s)) for s in slots)
-    out.append(FmqRequestDatum(RK.measureTiming, MeasureTiming(measure)))
-    return out
-
-
-def _operand_args(data: list[FmqRequestDatum], pos: int, count: int, info_kind: RK, dim_kind: RK):
-    args = []
-    for k in range(count):
-        if pos >= len(data) or data[pos].kind != info_kind:
-            raise PacketError(f"datum {pos}: expected {info_kind.name}")
-        info = data[pos].value
-        ndims = int(info.numberOfDimensions)
-        dims_data = data[pos + 1 : pos + 1 + ndims]
-        if len(dims_data) != ndims or any(d.kind != dim_kind for d in dims_data):
-            raise PacketError(f"operand {k}: {ndims} dimension values not found after datum {pos}")
-        loc = info.location
-        args.append(RequestArgument(bool(info.hasNoValue), DataLocation(loc.poolIndex, loc.offset, loc.length),
-                                    [int(d.value) for d in dims_data]))
-        pos += 1 + ndims
-    return args, pos
-
-
-def deserialize_request(data: list[FmqRequestDatum]) -> BurstRequest:
-    """The request a datum list describes; PacketError when it is ill-formed."""
-    if not data or data[0].kind != RK.packetInformation:
-        raise PacketError("a request packet starts with packetInformation")
-    info = data[0].value
-    if info.packetSize != len(data):
-        raise PacketError(f"packetSize {info.packetSize} but the packet has {len(data)} datums")
-    inputs, pos = _operand_args(data, 1, info.numberOfInputOperands, RK.inputOperandInformation,
-                                RK.inputOperandDimensionValue)
-    outputs, pos = _operand_args(data, pos, info.numberOfOutputOperands, RK.outputOperandInformation,
-                                 RK.outputOperandDimensionValue)
-    pools = data[pos : pos + info.numberOfPools]
-    if len(pools) != info.numberOfPools or any(d.kind != RK.poolIdentifier for d in pools):
-        raise PacketError(f"{info.numberOfPools} pool identifiers not found at datum {pos}")
-    pos += info.numberOfPools
-    if pos != len(data) - 1 or data[pos].kind != RK.measureTiming:
-        raise PacketError("a request packet ends with exactly one measureTiming")
-    if data[pos].value not in (MeasureTiming.NO, MeasureTiming.YES):
-        raise PacketError(f"bad measureTiming {data[pos].value}")
-    slots = [int(d.value) for d in pools]
-    if any(s < 0 for s in slots):
-        raise PacketError("negative pool identifier")
-    return BurstRequest(inputs, outputs, slots, MeasureTiming(data[pos].value))
-
-
-# ---- request: datum list <-> bytes --------------------------------------------------------------
-_ROW = struct.Struct("<6I")
-
-
-def _pack(rows: list[tuple[int, ...]]) -> bytes:
-    return struct.pack(f"<{len(rows) * _WORDS}I", *[w for r in rows for w in r])
-
-
-def _rows(raw: bytes) -> list[tuple[int, ...]]:
-    if len(raw) == 0 or len(raw) % DATUM_SIZE:
-        raise PacketError(f"{len(raw)} bytes is not a whole number of datums")
-    return list(_ROW.iter_unpack(raw))
-
-
 def _i32(v: int, what: str) -> int:
+    """The u32 word of int32 `v` (two's complement)."""
     v = int(v)
     if not -_INT32_MAX - 1 <= v <= _INT32_MAX:
         raise PacketError(f"{what} {v} does not fit int32")
     return v & _U32_MAX
-
-
-def _signed(w: int) -> int:
-    return w - (1 << 32) if w > _INT32_MAX else w
-
-
-def request_to_bytes(data: list[FmqRequestDatum]) -> bytes:
-    """Encode request datums in the fixed layout (module docstring)."""
-    rows = []
-    for d in data:
-        k, v = RK(d.kind), d.value
-        if k == RK.packetInformation:
-            rows.append((k, _u32(v.packetSize, "packetSize"), _u32(v.numberOfInputOperands, "inputs"),
-                         _u32(v.numberOfOutputOperands, "outputs"), _u32(v.numberOfPools, "pools"), 0))
-        elif k in (RK.inputOperandInformation, RK.outputOperandInformation):
-            loc = v.location
-            rows.append((k, 1 if v.hasNoValue else 0, _u32(loc.poolIndex, "poolIndex"), _u32(loc.offset, "offset"),
-                         _u32(loc.length, "length"), _u32(v.numberOfDimensions, "numberOfDimensions")))
-        elif k in (RK.inputOperandDimensionValue, RK.outputOperandDimensionValue):
-            rows.append((k, _u32(v, "dimension"), 0, 0, 0, 0))
-        else:  # poolIdentifier, measureTiming: int32
-            rows.append((k, _i32(v, k.name), 0, 0, 0, 0))
-    return _pack(rows)
-
-
-def request_from_bytes(raw: bytes) -> list[FmqRequestDatum]:
-    """Decode request datums; PacketError on a partial datum, unknown kind or bad boolean."""
-    out = []
-    for w in _rows(raw):
-        k = w[0]
-        if k == RK.packetInformation:
-            v = FmqRequestPacketInformation(w[1], w[2], w[3], w[4])
-        elif k == RK.inputOperandInformation or k == RK.outputOperandInformation:
-            if w[1] & 0xFF > 1:
-                raise PacketError("hasNoValue is not a boolean")
-            v = FmqRequestOperandInformation(bool(w[1] & 0xFF), DataLocation(w[2], w[3], w[4]), w[5])
-        elif k == RK.inputOperandDimensionValue or k == RK.outputOperandDimensionValue:
-            v = w[1]
-        elif k == RK.poolIdentifier or k == RK.measureTiming:
-            v = _signed(w[1])
-        else:
-            raise PacketError(f"unknown datum kind {k}")
-        out.append(FmqRequestDatum(RK(k), v))
-    return out
-
-
-# ---- result ---------------------------------------------------------------------------------------
-def result_packet_length(shapes: list[OutputShape]) -> int:
-    return 2 + len(shapes) + sum(len(s.dimensions) for s in shapes)
-
-
-def serialize_result(status: ErrorStatus, shapes: list[OutputShape], timing: Timing) -> list[FmqResultDatum]:
-    out = [FmqResultDatum(SK.packetInformation,
-                          FmqResultPacketInformation(result_packet_length(shapes), ErrorStatus(status), len(shapes)))]
-    for s in shapes:
-        out.append(FmqResultDatum(SK.operandInformation, FmqResultOperandInformation(bool(s.isSufficient),
-                                                                                     len(s.dimensions))))
-        out.extend(FmqResultDatum(SK.operandDimensionValue, int(d)) for d in s.dimensions)
-    out.append(FmqResultDatum(SK.executionTiming, Timing(timing.timeOnDevice, timing.timeInDriver)))
-    return out
-
-
-def deserialize_result(data: list[FmqResultDatum]) -> tuple[ErrorStatus, list[OutputShape], Timing]:
-    if not data or data[0].kind != SK.packetInformation:
-        raise PacketError("a result packet starts with packetInformation")
-    info = data[0].value
-    if info.packetSize != len(data):
-        raise PacketError(f"packetSize {info.packetSize} but the packet has {len(data)} datums")
-    if int(info.errorStatus) not in _STATUSES:
-        raise PacketError(f"unknown errorStatus {info.errorStatus}")
-    shapes, pos = [], 1
-    for k in range(info.numberOfOperands):
-        if pos >= len(data) or data[pos].kind != SK.operandInformation:
-            raise PacketError(f"datum {pos}: expected operandInformation")
-        ndims = data[pos].value.numberOfDimensions
-        dims = data[pos + 1 : pos + 1 + ndims]
-        if len(dims) != ndims or any(d.kind != SK.operandDimensionValue for d in dims):
-            raise PacketError(f"output {k}: {ndims} dimension values not found")
-        shapes.append(OutputShape([int(d.value) for d in dims], bool(data[pos].value.isSufficient)))
-        pos += 1 + ndims
-    if pos != len(data) - 1 or data[pos].kind != SK.executionTiming:
-        raise PacketError("a result packet ends with exactly one executionTiming")
-    t = data[pos].value
-    return ErrorStatus(info.errorStatus), shapes, Timing(int(t.timeOnDevice), int(t.timeInDriver))
-
-
-def result_to_bytes(data: list[FmqResultDatum]) -> bytes:
-    rows = []
-    for d in data:
-        k, v = SK(d.kind), d.value
-        if k == SK.packetInformation:
-            rows.append((k, 0, _u32(v.packetSize, "packetSize"), _i32(v.errorStatus, "errorStatus"),
-                         _u32(v.numberOfOperands, "numberOfOperands"), 0))
-        elif k == SK.operandInformation:
-            rows.append((k, 0, 1 if v.isSufficient else 0, _u32(v.numberOfDimensions, "numberOfDimensions"), 0, 0))
-        elif k == SK.operandDimensionValue:
-            rows.append((k, 0, _u32(v, "dimension"), 0, 0, 0))
-        else:
-            dev, drv = _u64(v.timeOnDevice, "timeOnDevice"), _u64(v.timeInDriver, "timeInDriver")
-            rows.append((k, 0, dev & _U32_MAX, dev >> 32, drv & _U32_MAX, drv >> 32))
-    return _pack(rows)
 
 
 def _u64(v: int, what: str) -> int:
@@ -290,33 +119,12 @@ def _u64(v: int, what: str) -> int:
     return v
 
 
-def result_from_bytes(raw: bytes) -> list[FmqResultDatum]:
-    out = []
-    for w in _rows(raw):
-        k = w[0]
-        if k == SK.packetInformation:
-            v = FmqResultPacketInformation(w[2], _signed(w[3]), w[4])
-        elif k == SK.operandInformation:
-            if w[2] & 0xFF > 1:
-                raise PacketError("isSufficient is not a boolean")
-            v = FmqResultOperandInformation(bool(w[2] & 0xFF), w[3])
-        elif k == SK.operandDimensionValue:
-            v = w[2]
-        elif k == SK.executionTiming:
-            v = Timing(w[2] | w[3] << 32, w[4] | w[5] << 32)
-        else:
-            raise PacketError(f"unknown datum kind {k}")
-        out.append(FmqResultDatum(SK(k), v))
-    return out
+def _signed(w: int) -> int:
+    return w - (1 << 32) if w > _INT32_MAX else w
 
 
-# ---- whole packets <-> bytes: the hot path ---------------------------------------------------------
-# A packet is n datums = 6n little-endian u32 words; word 6i is datum i's discriminator.
+# ---- words <-> bytes ----------------------------------------------------------------------------------
 _PACKERS: dict[int, struct.Struct] = {}
-_MEASURES = {int(m): m for m in MeasureTiming}
-_STATUS_OF = {int(s): s for s in ErrorStatus}
-_RQ_INFO, _RQ_IN, _RQ_IN_DIM, _RQ_OUT, _RQ_OUT_DIM, _RQ_POOL, _RQ_MEASURE = (int(k) for k in RK)
-_RS_INFO, _RS_OPERAND, _RS_DIM, _RS_TIMING = (int(k) for k in SK)
 
 
 def _packer(n: int) -> struct.Struct:
@@ -329,15 +137,69 @@ def _packer(n: int) -> struct.Struct:
     return s
 
 
+def _pack(w: list[int]) -> bytes:
+    return _packer(len(w) // _WORDS).pack(*w)
+
+
 def _words(raw) -> tuple[int, tuple[int, ...]]:
+    """(number of datums, their words); PacketError unless raw is a whole number of datums."""
     n, rest = divmod(len(raw), DATUM_SIZE)
     if rest or n == 0:
         raise PacketError(f"{len(raw)} bytes is not a whole number of datums")
     return n, _packer(n).unpack(raw)
 
 
-def encode_request(request: Request, measure: MeasureTiming, slots: list[int]) -> bytes:
-    """request_to_bytes(serialize_request(...)) in one pass."""
+def _rows(raw) -> list[tuple[int, ...]]:
+    _, w = _words(raw)
+    return [w[i:i + _WORDS] for i in range(0, len(w), _WORDS)]
+
+
+class _Operand(NamedTuple):
+    """Where an operand information datum keeps its fields, and the kind of its dimension datums."""
+
+    kind: int
+    name: str
+    flag_word: int      # the u8 boolean
+    flag_name: str
+    ndims_word: int
+    dim_kind: int
+    dim_word: int       # the value in each dimension datum
+
+
+_INPUT = _Operand(_RQ_IN, RK.inputOperandInformation.name, 1, "hasNoValue", 5, _RQ_IN_DIM, 1)
+_OUTPUT = _Operand(_RQ_OUT, RK.outputOperandInformation.name, 1, "hasNoValue", 5, _RQ_OUT_DIM, 1)
+_SHAPE = _Operand(_RS_OPERAND, SK.operandInformation.name, 2, "isSufficient", 3, _RS_DIM, 2)
+
+
+def _operands(w: tuple[int, ...], pos: int, count: int, last: int, o: _Operand) -> tuple[list, int]:
+    """The `count` operands from word `pos` on, each an operand information datum and its
+    dimension values: (RequestArguments, or OutputShapes for _SHAPE; the next datum's word).
+    Every operand consumes a datum, so a huge count fails within the packet."""
+    kind, name, flag_word, flag_name, ndims_word, dim_kind, dim_word = o
+    shape = o is _SHAPE
+    out: list = []
+    for _ in range(count):
+        if pos > last or w[pos] != kind:
+            raise PacketError(f"datum {pos // _WORDS}: expected {name}")
+        flag = w[pos + flag_word] & 0xFF
+        if flag > 1:
+            raise PacketError(f"{flag_name} is not a boolean")
+        ndims = w[pos + ndims_word]
+        stop = pos + _WORDS * (1 + ndims)
+        if ndims and (stop > last + _WORDS or w[pos + _WORDS:stop:_WORDS].count(dim_kind) != ndims):
+            raise PacketError(f"{ndims} dimension values not found after datum {pos // _WORDS}")
+        dims = list(w[pos + _WORDS + dim_word:stop:_WORDS])
+        if shape:
+            out.append(OutputShape(dims, flag == 1))
+        else:
+            out.append(RequestArgument(flag == 1, DataLocation(w[pos + 2], w[pos + 3], w[pos + 4]), dims))
+        pos = stop
+    return out, pos
+
+
+# ---- request packets ------------------------------------------------------------------------------
+def _request_packet(request: Request, measure: int, slots: list[int]) -> bytes:
+    """The packet of the values as given: struct.error or TypeError for one it cannot pack."""
     w = [_RQ_INFO, 0, len(request.inputs), len(request.outputs), len(slots), 0]
     for args, info_kind, dim_kind in ((request.inputs, _RQ_IN, _RQ_IN_DIM), (request.outputs, _RQ_OUT, _RQ_OUT_DIM)):
         for a in args:
@@ -351,45 +213,42 @@ def encode_request(request: Request, measure: MeasureTiming, slots: list[int]) -
     for s in slots:
         w += (_RQ_POOL, s, 0, 0, 0, 0)
     w += (_RQ_MEASURE, measure, 0, 0, 0, 0)
-    n = len(w) // _WORDS
-    w[1] = n
+    n = w[1] = len(w) // _WORDS
+    return _packer(n).pack(*w)
+
+
+def _checked_argument(a: RequestArgument) -> RequestArgument:
+    if a.hasNoValue:
+        return a  # its location and dimensions are not sent
+    loc = a.location
+    return RequestArgument(False, DataLocation(_u32(loc.poolIndex, "poolIndex"), _u32(loc.offset, "offset"),
+                                               _u32(loc.length, "length")),
+                           [_u32(d, "dimension") for d in a.dimensions])
+
+
+def encode_request(request: Request, measure: MeasureTiming, slots: list[int]) -> bytes:
+    """The request packet of `request`, its pools named by `slots`; PacketError for a value
+    that does not fit its field."""
     try:
         if slots and max(slots) > _INT32_MAX:
             raise struct.error("pool identifier beyond int32")
-        return _packer(n).pack(*w)
-    except (struct.error, TypeError):  # an odd value: the checked route converts it or names it
-        return request_to_bytes(serialize_request(request, measure, slots))
-
-
-def _decode_args(w: tuple[int, ...], pos: int, count: int, info_kind: int, dim_kind: int,
-                 last: int) -> tuple[list[RequestArgument], int]:
-    args = []
-    for k in range(count):  # every operand consumes a datum: a huge count fails within the packet
-        if pos > last or w[pos] != info_kind:
-            raise PacketError(f"datum {pos // _WORDS}: expected {RK(info_kind).name}")
-        no_value = w[pos + 1] & 0xFF
-        if no_value > 1:
-            raise PacketError("hasNoValue is not a boolean")
-        ndims = w[pos + 5]
-        stop = pos + _WORDS * (1 + ndims)
-        if ndims and (stop > last + _WORDS or w[pos + 6:stop:_WORDS].count(dim_kind) != ndims):
-            raise PacketError(f"operand {k}: {ndims} dimension values not found after datum {pos // _WORDS}")
-        args.append(RequestArgument(no_value == 1, DataLocation(w[pos + 2], w[pos + 3], w[pos + 4]),
-                                    list(w[pos + 7:stop:_WORDS])))
-        pos = stop
-    return args, pos
+        return _request_packet(request, measure, slots)
+    except (struct.error, TypeError):  # an odd value: convert and check every one
+        checked = Request([_checked_argument(a) for a in request.inputs],
+                          [_checked_argument(a) for a in request.outputs], request.pools)
+        return _request_packet(checked, MeasureTiming(measure), [_i32(s, "poolIdentifier") for s in slots])
 
 
 def decode_request(raw) -> BurstRequest:
-    """deserialize_request(request_from_bytes(raw)) in one pass: the same checks, the same verdicts."""
+    """The request a packet describes; PacketError when it is ill-formed."""
     n, w = _words(raw)
     if w[0] != _RQ_INFO:
         raise PacketError("a request packet starts with packetInformation")
     if w[1] != n:
         raise PacketError(f"packetSize {w[1]} but the packet has {n} datums")
     last = (n - 1) * _WORDS
-    inputs, pos = _decode_args(w, _WORDS, w[2], _RQ_IN, _RQ_IN_DIM, last)
-    outputs, pos = _decode_args(w, pos, w[3], _RQ_OUT, _RQ_OUT_DIM, last)
+    inputs, pos = _operands(w, _WORDS, w[2], last, _INPUT)
+    outputs, pos = _operands(w, pos, w[3], last, _OUTPUT)
     npools = w[4]
     stop = pos + _WORDS * npools
     if stop > last + _WORDS or w[pos:stop:_WORDS].count(_RQ_POOL) != npools:
@@ -405,28 +264,34 @@ def decode_request(raw) -> BurstRequest:
     return BurstRequest(inputs, outputs, slots, measure)
 
 
-def encode_result(status: ErrorStatus, shapes: list[OutputShape], timing: Timing) -> bytes:
-    """result_to_bytes(serialize_result(...)) in one pass."""
+# ---- result packets -------------------------------------------------------------------------------
+def _result_packet(status: int, shapes: list[OutputShape], on_device: int, in_driver: int) -> bytes:
+    """The packet of the values as given: struct.error or TypeError for one it cannot pack."""
     w = [_RS_INFO, 0, 0, status, len(shapes), 0]
     for s in shapes:
         dims = s.dimensions
         w += (_RS_OPERAND, 0, 1 if s.isSufficient else 0, len(dims), 0, 0)
         for d in dims:
             w += (_RS_DIM, 0, d, 0, 0, 0)
-    dev, drv = timing.timeOnDevice, timing.timeInDriver
+    w += (_RS_TIMING, 0, on_device & _U32_MAX, on_device >> 32, in_driver & _U32_MAX, in_driver >> 32)
+    n = w[2] = len(w) // _WORDS
+    return _packer(n).pack(*w)
+
+
+def encode_result(status: ErrorStatus, shapes: list[OutputShape], timing: Timing) -> bytes:
+    """The result packet of an execution; PacketError for a value that does not fit its field."""
     try:
-        w += (_RS_TIMING, 0, dev & _U32_MAX, dev >> 32, drv & _U32_MAX, drv >> 32)
-        n = len(w) // _WORDS
-        w[2] = n
         if status not in _STATUS_OF:
             raise struct.error("unknown status")
-        return _packer(n).pack(*w)
-    except (struct.error, TypeError):
-        return result_to_bytes(serialize_result(status, shapes, timing))
+        return _result_packet(status, shapes, timing.timeOnDevice, timing.timeInDriver)
+    except (struct.error, TypeError):  # an odd value: convert and check every one
+        checked = [OutputShape([_u32(d, "dimension") for d in s.dimensions], s.isSufficient) for s in shapes]
+        return _result_packet(_i32(ErrorStatus(status), "errorStatus"), checked,
+                              _u64(timing.timeOnDevice, "timeOnDevice"), _u64(timing.timeInDriver, "timeInDriver"))
 
 
 def decode_result(raw) -> tuple[ErrorStatus, list[OutputShape], Timing]:
-    """deserialize_result(result_from_bytes(raw)) in one pass."""
+    """The (status, output shapes, timing) a result packet describes; PacketError when it is ill-formed."""
     n, w = _words(raw)
     if w[0] != _RS_INFO:
         raise PacketError("a result packet starts with packetInformation")
@@ -436,19 +301,107 @@ def decode_result(raw) -> tuple[ErrorStatus, list[OutputShape], Timing]:
     if status is None:
         raise PacketError(f"unknown errorStatus {_signed(w[3])}")
     last = (n - 1) * _WORDS
-    shapes, pos = [], _WORDS
-    for k in range(w[4]):
-        if pos > last or w[pos] != _RS_OPERAND:
-            raise PacketError(f"datum {pos // _WORDS}: expected operandInformation")
-        sufficient = w[pos + 2] & 0xFF
-        if sufficient > 1:
-            raise PacketError("isSufficient is not a boolean")
-        ndims = w[pos + 3]
-        stop = pos + _WORDS * (1 + ndims)
-        if ndims and (stop > last + _WORDS or w[pos + 6:stop:_WORDS].count(_RS_DIM) != ndims):
-            raise PacketError(f"output {k}: {ndims} dimension values not found")
-        shapes.append(OutputShape(list(w[pos + 8:stop:_WORDS]), sufficient == 1))
-        pos = stop
+    shapes, pos = _operands(w, _WORDS, w[4], last, _SHAPE)
     if pos != last or w[last] != _RS_TIMING:
         raise PacketError("a result packet ends with exactly one executionTiming")
     return status, shapes, Timing(w[last + 2] | w[last + 3] << 32, w[last + 4] | w[last + 5] << 32)
+
+
+# ---- the same packets as datum lists --------------------------------------------------------------
+def _request_row(d: FmqRequestDatum) -> tuple[int, ...]:
+    k, v = RK(d.kind), d.value
+    if k == RK.packetInformation:
+        return (k, _u32(v.packetSize, "packetSize"), _u32(v.numberOfInputOperands, "inputs"),
+                _u32(v.numberOfOutputOperands, "outputs"), _u32(v.numberOfPools, "pools"), 0)
+    if k in (RK.inputOperandInformation, RK.outputOperandInformation):
+        loc = v.location
+        return (k, 1 if v.hasNoValue else 0, _u32(loc.poolIndex, "poolIndex"), _u32(loc.offset, "offset"),
+                _u32(loc.length, "length"), _u32(v.numberOfDimensions, "numberOfDimensions"))
+    if k in (RK.inputOperandDimensionValue, RK.outputOperandDimensionValue):
+        return (k, _u32(v, "dimension"), 0, 0, 0, 0)
+    return (k, _i32(v, k.name), 0, 0, 0, 0)  # poolIdentifier, measureTiming: int32
+
+
+def _request_datum(w: tuple[int, ...]) -> FmqRequestDatum:
+    k = w[0]
+    if k == _RQ_INFO:
+        return FmqRequestDatum(RK(k), FmqRequestPacketInformation(w[1], w[2], w[3], w[4]))
+    if k == _RQ_IN or k == _RQ_OUT:
+        if w[1] & 0xFF > 1:
+            raise PacketError("hasNoValue is not a boolean")
+        return FmqRequestDatum(RK(k), FmqRequestOperandInformation(bool(w[1] & 0xFF), DataLocation(w[2], w[3], w[4]),
+                                                                   w[5]))
+    if k == _RQ_IN_DIM or k == _RQ_OUT_DIM:
+        return FmqRequestDatum(RK(k), w[1])
+    if k == _RQ_POOL or k == _RQ_MEASURE:
+        return FmqRequestDatum(RK(k), _signed(w[1]))
+    raise PacketError(f"unknown datum kind {k}")
+
+
+def request_to_bytes(data: list[FmqRequestDatum]) -> bytes:
+    """Encode request datums in the fixed layout, whatever their order; PacketError for a
+    value that does not fit its field."""
+    return _pack([x for d in data for x in _request_row(d)])
+
+
+def request_from_bytes(raw) -> list[FmqRequestDatum]:
+    """Decode request datums; PacketError on a partial datum, unknown kind or bad boolean."""
+    return [_request_datum(w) for w in _rows(raw)]
+
+
+def serialize_request(request: Request, measure: MeasureTiming, slots: list[int]) -> list[FmqRequestDatum]:
+    """The spec's datum list for `request`, its pools named by `slots`."""
+    return request_from_bytes(encode_request(request, measure, slots))
+
+
+def deserialize_request(data: list[FmqRequestDatum]) -> BurstRequest:
+    """The request a datum list describes; PacketError when it is ill-formed."""
+    return decode_request(request_to_bytes(data))
+
+
+def _result_row(d: FmqResultDatum) -> tuple[int, ...]:
+    k, v = SK(d.kind), d.value
+    if k == SK.packetInformation:
+        return (k, 0, _u32(v.packetSize, "packetSize"), _i32(v.errorStatus, "errorStatus"),
+                _u32(v.numberOfOperands, "numberOfOperands"), 0)
+    if k == SK.operandInformation:
+        return (k, 0, 1 if v.isSufficient else 0, _u32(v.numberOfDimensions, "numberOfDimensions"), 0, 0)
+    if k == SK.operandDimensionValue:
+        return (k, 0, _u32(v, "dimension"), 0, 0, 0)
+    dev, drv = _u64(v.timeOnDevice, "timeOnDevice"), _u64(v.timeInDriver, "timeInDriver")
+    return (k, 0, dev & _U32_MAX, dev >> 32, drv & _U32_MAX, drv >> 32)
+
+
+def _result_datum(w: tuple[int, ...]) -> FmqResultDatum:
+    k = w[0]
+    if k == _RS_INFO:
+        return FmqResultDatum(SK(k), FmqResultPacketInformation(w[2], _signed(w[3]), w[4]))
+    if k == _RS_OPERAND:
+        if w[2] & 0xFF > 1:
+            raise PacketError("isSufficient is not a boolean")
+        return FmqResultDatum(SK(k), FmqResultOperandInformation(bool(w[2] & 0xFF), w[3]))
+    if k == _RS_DIM:
+        return FmqResultDatum(SK(k), w[2])
+    if k == _RS_TIMING:
+        return FmqResultDatum(SK(k), Timing(w[2] | w[3] << 32, w[4] | w[5] << 32))
+    raise PacketError(f"unknown datum kind {k}")
+
+
+def result_to_bytes(data: list[FmqResultDatum]) -> bytes:
+    """Encode result datums in the fixed layout, whatever their order."""
+    return _pack([x for d in data for x in _result_row(d)])
+
+
+def result_from_bytes(raw) -> list[FmqResultDatum]:
+    """Decode result datums; PacketError on a partial datum, unknown kind or bad boolean."""
+    return [_result_datum(w) for w in _rows(raw)]
+
+
+def serialize_result(status: ErrorStatus, shapes: list[OutputShape], timing: Timing) -> list[FmqResultDatum]:
+    """The spec's datum list for an execution's result."""
+    return result_from_bytes(encode_result(status, shapes, timing))
+
+
+def deserialize_result(data: list[FmqResultDatum]) -> tuple[ErrorStatus, list[OutputShape], Timing]:
+    """The (status, output shapes, timing) a datum list describes; PacketError when it is ill-formed."""
+    return decode_result(result_to_bytes(data))

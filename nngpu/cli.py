@@ -1,4 +1,5 @@
-"""The `nngpu` command: cts (conformance sweep), run (execute a model), info (devices)."""
+"""The `nngpu` command: cts (conformance sweep), run (execute a model), kernels (write a model's
+generated kernels), info (devices, capabilities and supported operations)."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,7 @@ import time
 from pathlib import Path
 
 
-def _cmd_cts(args) -> int:
+def _cmd_cts(args: argparse.Namespace) -> int:
     from .cts.loader import default_corpus_dir, load_cases
     from .cts.runner import PATHS, filter_cases, run_case, summarize
     from .driver.device import Device
@@ -52,19 +53,19 @@ def _cmd_cts(args) -> int:
     return 0 if totals["failed"] == 0 else 1
 
 
-def _cmd_run(args) -> int:
-    from .demo import run_demo
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .run_command import run_model
 
-    return run_demo(args)
+    return run_model(args)
 
 
-def _cmd_kernels(args) -> int:
+def _cmd_kernels(args: argparse.Namespace) -> int:
     from .kernel_dump import dump_kernels
 
     return dump_kernels(args.model, args.out, args.dialect, not args.no_fusion)
 
 
-def _cmd_info(args) -> int:
+def _cmd_info(args: argparse.Namespace) -> int:
     from . import backends
     from .driver.device import Device
     from .ops.registry import REGISTRY

@@ -24,6 +24,8 @@ _SCALAR_DTYPES = {T.INT32: np.int32, T.FLOAT32: np.float32, T.BOOL: np.bool_, T.
 
 
 class GraphBuilder:
+    """One NNAPI graph under construction: operands, their constant bytes, and operations."""
+
     def __init__(self) -> None:
         self.operands: list[Operand] = []
         self.operations: list[Operation] = []

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 
-
 class TFLiteImportError(ImportError):
     """The .tflite model cannot be expressed as an NNAPI model."""
 

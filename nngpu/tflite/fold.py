@@ -1,6 +1,6 @@
 """Fold the constant subgraphs that only unpack weights, as the TFLite NNAPI delegate does:
 DENSIFY of a sparse constant and DEQUANTIZE of a float16 / quantized constant become plain
-float32 (or dense) constants, and the operators disappear from the graph."""
+float32 (or dense) constants: the operators' outputs get the data, and the importer skips them."""
 from __future__ import annotations
 
 import numpy as np

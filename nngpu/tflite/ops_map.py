@@ -1,6 +1,6 @@
 """TFLite operator -> NNAPI operation(s), following the TFLite NNAPI delegate's conventions.
 
-Each mapper takes an OpCtx (importer.py) and emits one or more NNAPI operations. Names are the
+Each mapper takes an OpCtx (context.py) and emits one or more NNAPI operations. Names are the
 TFLite builtin names, or the custom code for custom operators."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from ..hal.types import OperandType, OperationType
-from .importer import OpCtx
+from .context import OpCtx
 from .tensors import FLOAT16, FLOAT32
 
 Op = OperationType

@@ -1,4 +1,5 @@
-"""`nngpu run MODEL.tflite`: import, prepare, execute --repeat times, print outputs and latency."""
+"""`nngpu run MODEL.tflite`: import, prepare, execute --repeat times (--burst: through a burst),
+print outputs and latency, and with --save-outputs write each output as a .npy file."""
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ pool allocation. Outputs come back shaped as the TFLite tensors (rank-0 included
 from __future__ import annotations
 
 import time
+
 import numpy as np
 
 from ..driver.callbacks import PreparedModelCallback
@@ -21,8 +22,8 @@ from ..hal.types import (
     Request,
     RequestArgument,
 )
-from ..memory import allocate_shared
-from .importer import ImportedModel
+from ..memory import Memory, allocate_shared
+from .importer import ImportedModel, IOTensor
 from .tensors import nn_dims
 
 
@@ -32,8 +33,14 @@ class ExecutionError(RuntimeError):
         self.status = ErrorStatus(status)
 
 
-def _aligned(n: int) -> int:
-    return (n + 63) // 64 * 64
+def _pool(tensors: list[IOTensor]) -> tuple[list[tuple[int, int]], Memory]:
+    """One shared pool for `tensors`, each at a 64-byte aligned offset: ([(offset, bytes)], pool)."""
+    layout, off = [], 0
+    for t in tensors:
+        n = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+        layout.append((off, n))
+        off += (n + 63) // 64 * 64
+    return layout, allocate_shared(max(off, 64))
 
 
 def _prepare(device: Device, model, timeout: float):
@@ -64,19 +71,8 @@ class Session:
         self.prepared = _prepare(self.device, imported.model, prepare_timeout)
         self.prepare_s = time.perf_counter() - t0
         self.is_1_3 = isinstance(imported.model, Model_1_3)
-        self._in_layout, self._out_layout = [], []
-        off = 0
-        for t in imported.inputs:
-            n = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
-            self._in_layout.append((off, n))
-            off += _aligned(n)
-        self._in_pool = allocate_shared(max(off, 64))
-        off = 0
-        for t in imported.outputs:
-            n = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
-            self._out_layout.append((off, n))
-            off += _aligned(n)
-        self._out_pool = allocate_shared(max(off, 64))
+        self._in_layout, self._in_pool = _pool(imported.inputs)
+        self._out_layout, self._out_pool = _pool(imported.outputs)
         self.request = Request(
             [RequestArgument(False, DataLocation(0, o, n), nn_dims(t.shape))
              for (o, n), t in zip(self._in_layout, imported.inputs)],
@@ -138,7 +134,7 @@ class Session:
 
 def random_inputs(imported: ImportedModel, seed: int = 0) -> list[np.ndarray]:
     """One random value per model input with a fixed seed: floats in [-1, 1), quantized /
-    integer inputs uniform over their type's range, booleans fair coins."""
+    integer inputs uniform over their type's range clipped to [-1000, 1000], booleans fair coins."""
     rng = np.random.default_rng(seed)
     out = []
     for t in imported.inputs:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..hal.types import OperandType
 from .errors import TFLiteImportError
-from .reader import Tensor
+from .reader import NP_DTYPES, Tensor
 
 T = OperandType
 
@@ -69,8 +69,6 @@ def operand_spec(t: Tensor) -> OperandSpec:
 
 
 def numpy_dtype(t: Tensor) -> np.dtype:
-    from .reader import NP_DTYPES
-
     dt = NP_DTYPES.get(t.type)
     if dt is None:
         raise TFLiteImportError(f"tensor {t.index} ({t.name}): type {t.type_name} unsupported")

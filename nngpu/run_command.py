@@ -1,7 +1,8 @@
-"""`nngpu run`: prepare a model on a device, execute it repeatedly, print outputs and timing.
+"""`nngpu run`: prepare a model on a device, execute it --repeat times, print outputs and timing.
 
-Without a model argument it runs the bundled demo CNN (CONV_2D → AVERAGE_POOL_2D → RESHAPE →
-FULLY_CONNECTED → SOFTMAX). A corpus-format .json file runs its first case."""
+A .tflite model goes to nngpu.tflite.run. A corpus-format .json (or .json.gz) file runs its
+first case; without a model argument that is the bundled demo CNN (CONV_2D → AVERAGE_POOL_2D →
+RESHAPE → FULLY_CONNECTED → SOFTMAX)."""
 from __future__ import annotations
 
 import sys
@@ -24,7 +25,8 @@ def _summary(arr: np.ndarray) -> str:
     return f"shape {list(arr.shape)} {arr.dtype}, min {flat.min():.6g} max {flat.max():.6g} mean {flat.mean():.6g}: {head}"
 
 
-def run_demo(args) -> int:
+def run_model(args) -> int:
+    """The `nngpu run` command on parsed `args`; the process exit status."""
     path = Path(args.model) if args.model else DEMO_MODEL
     if path.suffix == ".tflite":
         from .tflite.run import run_tflite
