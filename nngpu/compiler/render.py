@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import string
+from dataclasses import dataclass, field
 
 from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Reduce, ReduceOut, Select, Unary,
-                       Var, walk)
+                       Var, all_children, bound_by, walk)
 from ..ir.kernel import Kernel
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
@@ -116,7 +117,23 @@ def _helpers_in_order(nodes: list[Expr]) -> list[Helper]:
     return order
 
 
+@dataclass(eq=False)
+class _Level:
+    """A scope of the kernel being written: the kernel body, a loop body or a select branch."""
+
+    lines: list[str]              # where its statements go
+    depth: int
+    bound: set[int]               # the variables (ids) it binds
+    barrier: bool = False         # a select branch: nothing in it is computed outside it
+    at: int | None = None         # while a child loop is open: where hoisted statements go
+    memo: dict[int, str] = field(default_factory=dict)
+
+
 class _KernelWriter:
+    """Writes one kernel. Every node is computed once, in the outermost scope where what it
+    uses is bound (loop-invariant values are hoisted out of loops), but never outside the select
+    branch that guards it."""
+
     def __init__(self, r: CStyleRenderer, kernel: Kernel) -> None:
         self.r, self.kernel = r, kernel
         self.nodes = walk(kernel.value)
@@ -124,12 +141,12 @@ class _KernelWriter:
         for node in self.nodes:
             for child in node.children():
                 self.refs[id(child)] = self.refs.get(id(child), 0) + 1
+        self.deps: dict[int, frozenset[int]] = {}
         self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs())}
         self.names: dict[int, str] = {id(kernel.index): "i"}
         self.taken = {"i", "out", *self.params.values()}
-        self.scopes: list[dict[int, str]] = [{}]
-        self.lines: list[str] = []
-        self.depth = 1
+        self.levels = [_Level([], 1, {id(kernel.index)})]
+        self.open: list[_Level] = list(self.levels)   # every level not closed, hoisting included
 
     @property
     def storages(self) -> set[str]:
@@ -148,10 +165,11 @@ class _KernelWriter:
         head = [f"{r.kernel_prefix} {k.name}({', '.join(sig)}) {{",
                 f"    {r.long_type} i = {r.gid};",
                 f"    if (i >= {k.size}) return;"]
-        return "\n".join(head + self.lines + ["}"]) + "\n"
+        return "\n".join(head + self.levels[0].lines + ["}"]) + "\n"
 
     def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
+        level = self.levels[-1]
+        level.lines.append("    " * level.depth + text)
 
     def fresh(self, base: str) -> str:
         name, n = base, 1
@@ -161,11 +179,52 @@ class _KernelWriter:
         return name
 
     def lookup(self, node: Expr) -> str | None:
-        for scope in reversed(self.scopes):
-            if id(node) in scope:
-                return scope[id(node)]
+        for level in reversed(self.levels):
+            if id(node) in level.memo:
+                return level.memo[id(node)]
         return None
 
+    # ---- placement --------------------------------------------------------------------------
+    def uses(self, node: Expr) -> frozenset[int]:
+        """The variables (ids) a node's value depends on."""
+        if id(node) not in self.deps:
+            for n in walk(node):
+                if id(n) in self.deps:
+                    continue
+                used = frozenset({id(n)}) if isinstance(n, Var) else frozenset().union(
+                    *(self.deps[id(c)] for c in all_children(n)))
+                self.deps[id(n)] = used - bound_by(n) if isinstance(n, Reduce) else used
+        return self.deps[id(node)]
+
+    def home(self, node: Expr) -> int:
+        """The outermost level the node can be computed at."""
+        need, bound = self.uses(node), set()
+        floor = max((k for k, lv in enumerate(self.levels) if lv.barrier), default=0)
+        for k, level in enumerate(self.levels):
+            bound |= level.bound
+            if need <= bound:
+                return max(k, floor)
+        return len(self.levels) - 1
+
+    def emit_at(self, k: int, node: Expr) -> str:
+        """Emit `node` at level k, before the loop that the current level is inside."""
+        saved, target = self.levels, self.levels[k]
+        stand_in = _Level([], target.depth, target.bound, target.barrier, None, target.memo)
+        self.levels = saved[:k] + [stand_in]
+        self.open.append(stand_in)
+        try:
+            text = self.emit(node)
+        finally:
+            self.levels = saved
+            self.open.remove(stand_in)
+        at = target.at
+        target.lines[at:at] = stand_in.lines
+        for level in self.open:  # insertion points at or after this one move down
+            if level.lines is target.lines and level.at is not None and level.at >= at:
+                level.at += len(stand_in.lines)
+        return text
+
+    # ---- expressions ------------------------------------------------------------------------
     def emit(self, node: Expr) -> str:
         if isinstance(node, Const):
             return self.r.literal(node)
@@ -174,6 +233,9 @@ class _KernelWriter:
         found = self.lookup(node)
         if found is not None:
             return found
+        home = self.home(node)
+        if home < len(self.levels) - 1:
+            return self.emit_at(home, node)
         if isinstance(node, (Reduce, ReduceOut)):
             self.emit_reduce(node.reduce if isinstance(node, ReduceOut) else node)
             return self.lookup(node)
@@ -187,7 +249,7 @@ class _KernelWriter:
         name = self.fresh(node.hint or "t")
         ctype = self.r.types[node.dtype]
         self.line(f"{ctype} {name};" if text is None else f"{ctype} {name} = {text};")
-        self.scopes[-1][id(node)] = name
+        self.levels[-1].memo[id(node)] = name
         return name
 
     def expression(self, node: Expr) -> str:
@@ -207,15 +269,15 @@ class _KernelWriter:
         raise TypeError(f"cannot render {type(node).__name__}")
 
     def branch(self, node: Expr) -> tuple[str, list[str]]:
-        """A select branch rendered in a scope of its own: (its value, the statements it needs)."""
-        saved, self.lines = self.lines, []
-        self.scopes.append({})
-        self.depth += 1
-        value = self.emit(node)
-        self.depth -= 1
-        self.scopes.pop()
-        lines, self.lines = self.lines, saved
-        return value, lines
+        """A select branch rendered in a level of its own: (its value, the statements it needs)."""
+        level = _Level([], self.levels[-1].depth + 1, set(), barrier=True)
+        self.levels.append(level)
+        self.open.append(level)
+        try:
+            return self.emit(node), level.lines
+        finally:
+            self.levels.pop()
+            self.open.remove(level)
 
     def emit_select(self, node: Select) -> str:
         """`c ? a : b`; as if / else when a branch needs statements, so that what a branch
@@ -226,13 +288,12 @@ class _KernelWriter:
             return f"({cond} ? {a} : {b})"
         name = self.bind(node, None)
         self.line(f"if ({cond}) {{")
-        self.lines += a_lines
+        self.levels[-1].lines.extend(a_lines)
         self.line(f"    {name} = {a};")
         self.line("} else {")
-        self.lines += b_lines
+        self.levels[-1].lines.extend(b_lines)
         self.line(f"    {name} = {b};")
         self.line("}")
-        self.scopes[-1][id(node)] = name
         return name
 
     def emit_reduce(self, red: Reduce) -> None:
@@ -245,18 +306,23 @@ class _KernelWriter:
             if comp:
                 self.line(f"{types[acc.init.dtype]} {comp} = 0.0f;")
             accs.append((name, comp))
-        outer = self.scopes[-1]
-        outer[id(red)] = accs[0][0]
+        outer = self.levels[-1]
+        outer.memo[id(red)] = accs[0][0]
         for k, out in red._outs.items():
-            outer[id(out)] = accs[k][0]
+            outer.memo[id(out)] = accs[k][0]
+        opened = []
         for loop in red.loops:
             start = self.emit(loop.start) if isinstance(loop.start, Expr) else str(loop.start)
             stop = self.emit(loop.stop) if isinstance(loop.stop, Expr) else str(loop.stop)
             v = self.fresh(loop.var.name)
             self.names[id(loop.var)] = v
+            parent = self.levels[-1]
+            parent.at = len(parent.lines)
             self.line(f"for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; ++{v}) {{")
-            self.depth += 1
-            self.scopes.append({})
+            level = _Level(parent.lines, parent.depth + 1, {id(loop.var)} | {id(var) for var, _ in loop.lets})
+            self.levels.append(level)
+            self.open.append(level)
+            opened.append(parent)
             for var, expr in loop.lets:
                 name = self.fresh(var.name)
                 self.line(f"{types[var.dtype]} {name} = {self.emit(expr)};")
@@ -277,10 +343,10 @@ class _KernelWriter:
                 value = v
             update = acc.combine(_named(name, acc.init.dtype), _named(value, acc.body.dtype))
             self.line(f"{name} = {self.emit(update)};")
-        for _ in red.loops:
-            self.scopes.pop()
-            self.depth -= 1
+        for parent in reversed(opened):
+            self.open.remove(self.levels.pop())
             self.line("}")
+            parent.at = None
 
 
 def _named(name: str, dtype: str) -> Var:

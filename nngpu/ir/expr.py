@@ -351,13 +351,14 @@ def walk(root: Expr) -> list[Expr]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        for child in reversed(list(_all_children(node))):
+        for child in reversed(list(all_children(node))):
             if id(child) not in seen:
                 stack.append((child, False))
     return order
 
 
-def _all_children(node: Expr):
+def all_children(node: Expr):
+    """A node's operands, and for a Reduce everything its loops and accumulators use."""
     yield from node.children()
     if isinstance(node, Reduce):
         for loop in node.loops:
@@ -370,3 +371,8 @@ def _all_children(node: Expr):
         for acc in node.accs:
             yield acc.init
             yield acc.body
+
+
+def bound_by(red: Reduce) -> set[int]:
+    """The variables (ids) a Reduce binds: its loop counters and their lets."""
+    return {id(v) for loop in red.loops for v in [loop.var, *(var for var, _ in loop.lets)]}

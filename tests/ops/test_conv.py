@@ -308,8 +308,8 @@ def test_depthwise_strided_dilated_multiplier_batch_nchw(cin):
 
 
 def test_depthwise_rows_in_blocks_match_loop(monkeypatch):
-    from nngpu.ops import conv
-    monkeypatch.setattr(conv, "_DW_BLOCK_BYTES", 64)   # one output row per block
+    from nngpu.ops import conv_kernels
+    monkeypatch.setattr(conv_kernels, "_DW_BLOCK_BYTES", 64)   # one output row per block
     x = rng.standard_normal((1, 7, 5, 4)).astype(np.float32)
     fd = rng.standard_normal((1, 3, 3, 4)).astype(np.float32)
     b = np.zeros(4, np.float32)
@@ -352,8 +352,8 @@ def test_depthwise_zero_batch(c):
 
 
 def test_conv_im2col_in_row_blocks_matches_loop(monkeypatch):
-    from nngpu.ops import conv
-    monkeypatch.setattr(conv, "_IM2COL_BYTES", 1)       # one output row per GEMM, batch by batch
+    from nngpu.ops import conv_kernels
+    monkeypatch.setattr(conv_kernels, "_IM2COL_BYTES", 1)       # one output row per GEMM, batch by batch
     x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
     f = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
