@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def _cmd_cts(args: argparse.Namespace) -> int:
-    from .cts.loader import default_corpus_dir, load_cases
+    from .json_models import default_corpus_dir, load_cases
     from .cts.runner import PATHS, filter_cases, run_case, summarize
     from .driver.device import Device
     from .hal.types import MeasureTiming

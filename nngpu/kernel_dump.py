@@ -20,7 +20,7 @@ def _load(path: Path):
         from .tflite import load_tflite
 
         return load_tflite(str(path)).model, None
-    from .cts.loader import build_model, build_request, load_file
+    from .json_models import build_model, build_request, load_file
 
     case = load_file(path)[0]
     model = build_model(case)

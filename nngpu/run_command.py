@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cts.loader import build_model, build_request, load_file
+from .json_models import build_model, build_request, load_file
 from .driver.callbacks import PreparedModelCallback
 from .driver.device import Device
 from .hal.types import ErrorStatus, ExecutionPreference, MeasureTiming

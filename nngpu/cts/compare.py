@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hal.types import OperandType as T
-from .loader import TestCase, to_array
+from ..json_models import TestCase, to_array
 
 FP16_TOL = 5.0 * 2.0**-10
 FP32_ATOL, FP32_RTOL = 1e-5, 5.0 * 2.0**-23

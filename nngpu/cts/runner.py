@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 from ..hal.types import ErrorStatus, ExecutionPreference, MeasureTiming, Model, OptionalTimePoint, OptionalTimeoutDuration, Priority
 from ..driver.callbacks import ExecutionCallback, PreparedModelCallback
 from .compare import check_multinomial, compare_output
-from .loader import Execution, TestCase, build_model, build_request
+from ..json_models import Execution, TestCase, build_model, build_request
 
 log = logging.getLogger("nngpu.cts")
 
@@ -145,7 +145,7 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
     try:
         flat = not case.needs_1_3()
         model = build_model(case, flat)
-    except Exception as e:  # a case this loader cannot express
+    except Exception as e:  # a case the JSON reader cannot express
         return records("failed", f"cannot build model: {type(e).__name__}: {e}")
     query = device.getSupportedOperations_1_2 if flat else device.getSupportedOperations_1_3
     status, supported = query(model)

@@ -14,7 +14,7 @@ import pytest
 from nngpu.compiler.interpreter import GraphRunner
 from nngpu.compiler.lower import trace_segments
 from nngpu.compiler.render import RENDERERS
-from nngpu.cts.loader import build_model, load_cases
+from nngpu.json_models import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
 
 from ..ops.test_shape_functions import case_inputs

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.cts.loader import load_cases
+from nngpu.json_models import load_cases
 from nngpu.cts.runner import run_case
 
 BUNDLED_CORPUS = Path(__file__).resolve().parents[1] / "data" / "nnapi-cts"

@@ -410,7 +410,7 @@ def test_a_dropped_controller_stops_its_worker(add_prepared):
 
 
 def test_cts_runner_burst_path(corpus_dir, device):
-    from nngpu.cts.loader import load_cases
+    from nngpu.json_models import load_cases
     from nngpu.cts.runner import run_case
 
     cases = [c for c in load_cases(corpus_dir, ("V1_0",)) if c.spec in ("add", "add_broadcast_quant8")]

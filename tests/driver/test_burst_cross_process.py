@@ -55,7 +55,7 @@ def test_remote_errors_and_sync_fallback(remote_add, kit):
 
 
 def test_corpus_sample_in_another_process(service, corpus_dir, device):
-    from nngpu.cts.loader import build_model, load_cases
+    from nngpu.json_models import build_model, load_cases
 
     picked = []
     for case in load_cases(corpus_dir, ("V1_0", "V1_1", "V1_2")):
@@ -104,7 +104,7 @@ def device_prepare(device, model):
 def _outcome(case, prepared, execute):
     """(status, shapes, first problem compare_output finds or None) of one execution."""
     from nngpu.cts.compare import compare_output
-    from nngpu.cts.loader import build_request
+    from nngpu.json_models import build_request
 
     ex = build_request(case)
     status, shapes, _ = execute(prepared, ex)

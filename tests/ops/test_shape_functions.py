@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from nngpu.compiler.interpreter import ExecutionError, GraphRunner
-from nngpu.cts.loader import build_model, build_request, load_cases
+from nngpu.json_models import build_model, build_request, load_cases
 from nngpu.hal.types import OperandLifeTime
 from nngpu.modelutil import as_model_1_3
 from nngpu.ops.dtypes import dtype_of, is_tensor

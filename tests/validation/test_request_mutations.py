@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from nngpu.cts.loader import build_request
+from nngpu.json_models import build_request
 from nngpu.driver.callbacks import ExecutionCallback, PreparedModelCallback
 from nngpu.driver.device import Device
 from nngpu.hal.types import (

@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pytest
 
-from nngpu.cts.loader import build_model, build_request, default_corpus_dir, load_cases
+from nngpu.json_models import build_model, build_request, default_corpus_dir, load_cases
 from nngpu.driver.device import Device
 from nngpu.hal.types import (
     DataLocation,

@@ -7,7 +7,7 @@ import copy
 from functools import lru_cache
 from typing import Callable, Iterator
 
-from nngpu.cts.loader import TestCase, build_model, default_corpus_dir, load_cases
+from nngpu.json_models import TestCase, build_model, default_corpus_dir, load_cases
 from nngpu.hal.types import (
     DataLocation,
     ExecutionPreference,

@@ -1,5 +1,6 @@
-"""Reads the NNAPI generated-test corpus (JSON, see ../shared/nnapi-cts/README.md) into HAL
-Models and Requests whose inputs and outputs live in shared-memory pools."""
+"""Models in JSON: the format of the NNAPI generated-test corpus (../shared/nnapi-cts/README.md),
+which `nngpu run`, `nngpu kernels` and the conformance runner read. A case becomes a HAL Model
+and a Request whose inputs and outputs live in shared-memory pools."""
 from __future__ import annotations
 
 import gzip
@@ -11,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..hal.types import (
+from .hal.types import (
     DataLocation,
     Model,
     Model_1_3,
@@ -26,8 +27,8 @@ from ..hal.types import (
     Subgraph,
     SymmPerChannelQuantParams,
 )
-from ..memory import Memory, allocate_shared
-from ..ops.dtypes import DTYPES, dtype_of
+from .memory import Memory, allocate_shared
+from .ops.dtypes import DTYPES, dtype_of
 
 _LIFETIME = {
     "TEMPORARY_VARIABLE": OperandLifeTime.TEMPORARY_VARIABLE,
@@ -214,7 +215,7 @@ def default_corpus_dir() -> Path | None:
     env = os.environ.get("NNGPU_CTS_DIR")
     candidates = [Path(env)] if env else []
     here = Path(__file__).resolve()
-    candidates += [here.parents[3] / "shared" / "nnapi-cts", here.parents[2] / "tests" / "data" / "nnapi-cts"]
+    candidates += [here.parents[2] / "shared" / "nnapi-cts", here.parents[1] / "tests" / "data" / "nnapi-cts"]
     for c in candidates:
         if c.is_dir():
             return c
