@@ -157,7 +157,7 @@ class _Lowering:
 
     def kernel_step(self, name: str, out: Buffer, value: Tensor, ops: list[int]) -> KernelStep:
         kernel = store(name, out, value)
-        args = [b.key for b in kernel.inputs()] + [out.key]
+        args = [b.key for b in kernel.inputs] + [out.key]
         return KernelStep(kernel, self.renderer.render(kernel), args, ops)
 
     def inputs_of(self, node: OpNode, fused: dict[int, Compute]) -> list[Tensor | None]:

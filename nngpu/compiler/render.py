@@ -142,7 +142,8 @@ class _KernelWriter:
             for child in node.children():
                 self.refs[id(child)] = self.refs.get(id(child), 0) + 1
         self.deps: dict[int, frozenset[int]] = {}
-        self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs())}
+        self._add_uses(self.nodes)
+        self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs)}
         self.names: dict[int, str] = {id(kernel.index): "i"}
         self.taken = {"i", "out", *self.params.values()}
         self.levels = [_Level([], 1, {id(kernel.index)})]
@@ -150,7 +151,7 @@ class _KernelWriter:
 
     @property
     def storages(self) -> set[str]:
-        return {b.storage for b in self.kernel.inputs()} | {self.kernel.out.storage}
+        return {b.storage for b in self.kernel.inputs} | {self.kernel.out.storage}
 
     @property
     def helpers(self) -> list[Helper]:
@@ -161,7 +162,7 @@ class _KernelWriter:
         k, r = self.kernel, self.r
         value = self.emit(k.value)
         self.line(r.store("out", k.out.storage, "i", value))
-        sig = [r.param(b, self.params[b.key], True) for b in k.inputs()] + [r.param(k.out, "out", False)]
+        sig = [r.param(b, self.params[b.key], True) for b in k.inputs] + [r.param(k.out, "out", False)]
         head = [f"{r.kernel_prefix} {k.name}({', '.join(sig)}) {{",
                 f"    {r.long_type} i = {r.gid};",
                 f"    if (i >= {k.size}) return;"]
@@ -185,15 +186,19 @@ class _KernelWriter:
         return None
 
     # ---- placement --------------------------------------------------------------------------
+    def _add_uses(self, nodes: list[Expr]) -> None:
+        """Record the variables each node depends on (`nodes` children first)."""
+        for n in nodes:
+            if id(n) in self.deps:
+                continue
+            used = frozenset({id(n)}) if isinstance(n, Var) else frozenset().union(
+                *(self.deps[id(c)] for c in all_children(n)))
+            self.deps[id(n)] = used - bound_by(n) if isinstance(n, Reduce) else used
+
     def uses(self, node: Expr) -> frozenset[int]:
         """The variables (ids) a node's value depends on."""
-        if id(node) not in self.deps:
-            for n in walk(node):
-                if id(n) in self.deps:
-                    continue
-                used = frozenset({id(n)}) if isinstance(n, Var) else frozenset().union(
-                    *(self.deps[id(c)] for c in all_children(n)))
-                self.deps[id(n)] = used - bound_by(n) if isinstance(n, Reduce) else used
+        if id(node) not in self.deps:  # built while rendering (an accumulator update)
+            self._add_uses(walk(node))
         return self.deps[id(node)]
 
     def home(self, node: Expr) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .expr import Buffer, Expr, Load, Var, walk
 from .tensor import Tensor, kernel_coords, size_of
@@ -19,6 +20,7 @@ class Kernel:
     def size(self) -> int:
         return size_of(self.shape)
 
+    @cached_property
     def inputs(self) -> list[Buffer]:
         """The buffers the kernel reads, in the order they first appear (its parameter order)."""
         seen: dict[int, Buffer] = {}
