@@ -3,18 +3,26 @@
 Quantized LOGISTIC and TANH reproduce the reference's gemmlowp fixed-point evaluation (input
 rescaled to Q4.27, exp by barrel shifter, Newton-Raphson reciprocal); quantized HARD_SWISH is
 TFLite's 16-bit fixed-point kernel; quantized PRELU requantizes with two multipliers.
+
+On the device, float activations are the reference's float32 expressions; quantized RELU*
+clamp the stored value, quantized LOGISTIC / TANH / HARD_SWISH read a table of the reference
+over all 256 inputs, and quantized PRELU runs the reference's fixed-point requantization.
 """
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
+from ..ir import Compute, Expr, clamp, fn
+from ._device import activation, floats
+from ._elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
 from .dtypes import dtype_of, quant_range
-from .elementwise import broadcast_shape, check_rank, float_compute, quant_params, same_type_sigs
+from .elementwise import broadcast_two, check_rank, float_compute, quant_params, same_type_sigs, validate_broadcast
 from .quant import (
     INT32_MAX,
     QUANT8_TYPES,
@@ -24,8 +32,9 @@ from .quant import (
     rounding_divide_by_pot,
 )
 from . import fixedpoint as fp
+from .node import OpNode
 from .registry import HalVersion as V
-from .registry import OpContext, OpError, OpSpec, register, sig
+from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 
 _F32, _F16, _Q8, _Q8S = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 
@@ -55,10 +64,30 @@ def _relu_reference(act: Act):
     return reference
 
 
+def _quant_relu(act: Act):
+    """The reference's clamp of the stored value to the activation's quantized range."""
+    def build(node: OpNode, ins: list) -> Compute:
+        _validate_same_quant(node)
+        lo, hi = activation_range_quant(act, *quant_params(node, 0), node.in_operand(0).type)
+        return per_element(node, ins, "int", lambda x: clamp(x, lo, hi), (0,))
+    build.__name__ = f"quant_{act.name.lower()}"
+    return build
+
+
+def _unary_spec(op: Op, types: list, reference: Callable, float_expr: Callable[[Expr], Expr],
+                validate: Callable | None = None, quant: Callable = table_of) -> OpSpec:
+    """An activation of one tensor: its float expression and quantized device implementation."""
+    spec = register(OpSpec(op, same_type_sigs(types, 1), reference, validate=validate, shape=same_shape(0),
+                           pattern=Pattern.ELEMENTWISE))
+    spec.device(floats(0))(unary("float", float_expr, f"float_{op.name.lower()}"))
+    spec.device(quantized)(quant)
+    return spec
+
+
 _RELU_TYPES = [(_F32, V.V1_0), (_Q8, V.V1_0), (_F16, V.V1_2), (_Q8S, V.V1_3)]
 for _op, _act in {Op.RELU: Act.RELU, Op.RELU1: Act.RELU1, Op.RELU6: Act.RELU6}.items():
-    register(OpSpec(_op, same_type_sigs(_RELU_TYPES, 1), _relu_reference(_act),
-                    validate=_validate_same_quant))
+    _unary_spec(_op, _RELU_TYPES, _relu_reference(_act), lambda x, _act=_act: activation(x, _act),
+                _validate_same_quant, _quant_relu(_act))
 
 
 def _rescaled_input(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -124,16 +153,23 @@ def _tanh(ctx: OpContext) -> list[np.ndarray]:
     return [y.astype(dtype_of(t))]
 
 
-register(OpSpec(Op.LOGISTIC, same_type_sigs(_RELU_TYPES, 1), _logistic,
-                validate=_validate_out_quant(Op.LOGISTIC)))
-register(OpSpec(Op.TANH, same_type_sigs([(_F32, V.V1_0), (_F16, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], 1),
-                _tanh, validate=_validate_out_quant(Op.TANH)))
+_unary_spec(Op.LOGISTIC, _RELU_TYPES, _logistic, lambda x: 1.0 / (1.0 + fn("exp", -x)),
+            _validate_out_quant(Op.LOGISTIC))
+_unary_spec(Op.TANH, [(_F32, V.V1_0), (_F16, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], _tanh, lambda x: fn("tanh", x),
+            _validate_out_quant(Op.TANH))
 
 
 # ---- PRELU ---------------------------------------------------------------------------------
+def _prelu_params(ctx: OpContext) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(multiplier, shift) for x >= 0 (s / so) and for x * alpha (s * sa / so), the float
+    products and ratios formed as the reference forms them (float * float stays float)."""
+    s, sa, so = (np.float32(o.scale) for o in (ctx.in_operand(0), ctx.in_operand(1), ctx.out_operand(0)))
+    return quantize_multiplier(float(s / so)), quantize_multiplier(float(s * sa) / float(so))
+
+
 def _prelu(ctx: OpContext) -> list[np.ndarray]:
     x, alpha = ctx.input(0), ctx.input(1)
-    broadcast_shape(x.shape, alpha.shape)
+    broadcast_two(ctx)
     t = ctx.in_operand(0).type
     if t not in QUANT8_TYPES:
         xf, af = float_compute(x), float_compute(alpha)
@@ -142,29 +178,38 @@ def _prelu(ctx: OpContext) -> list[np.ndarray]:
         y = y * af if y.shape != np.broadcast_shapes(y.shape, af.shape) else np.multiply(y, af, out=y)
         y += np.maximum(xf, 0)
         return [y.astype(x.dtype, copy=False)]
-    s, z = quant_params(ctx, 0)
-    sa, za = quant_params(ctx, 1)
-    so, zo = quant_params(ctx, 0, out=True)
-    # float products and ratios as the reference forms them (float * float stays float)
-    m_pos, sh_pos = quantize_multiplier(float(np.float32(s) / np.float32(so)))
-    m_neg, sh_neg = quantize_multiplier(float(np.float32(s) * np.float32(sa)) / float(np.float32(so)))
-    xi = x.astype(np.int64) - z
-    ai = alpha.astype(np.int64) - za
+    (m_pos, sh_pos), (m_neg, sh_neg) = _prelu_params(ctx)
+    xi = x.astype(np.int64) - ctx.in_operand(0).zeroPoint
+    ai = alpha.astype(np.int64) - ctx.in_operand(1).zeroPoint
     xi, ai = np.broadcast_arrays(xi, ai)
     pos = multiply_by_quantized_multiplier(xi, m_pos, sh_pos)
     neg = multiply_by_quantized_multiplier(xi * ai, m_neg, sh_neg)
     lo, hi = quant_range(t)
-    return [np.clip(np.where(xi >= 0, pos, neg) + zo, lo, hi).astype(dtype_of(t))]
+    return [np.clip(np.where(xi >= 0, pos, neg) + ctx.out_operand(0).zeroPoint, lo, hi).astype(dtype_of(t))]
 
 
-def _validate_prelu(ctx: OpContext) -> None:
-    a, b = ctx.in_operand(0).dimensions, ctx.in_operand(1).dimensions
-    if a and b and all(a) and all(b):
-        broadcast_shape(tuple(a), tuple(b))
+PRELU = register(OpSpec(Op.PRELU, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], 2),
+                        _prelu, validate=validate_broadcast, shape=broadcast_two, pattern=Pattern.ELEMENTWISE))
 
 
-register(OpSpec(Op.PRELU, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], 2),
-                _prelu, validate=_validate_prelu))
+@PRELU.device(floats(0, 1))
+def _float_prelu(node: OpNode, ins: list) -> Compute:
+    return per_element(node, ins, "float", lambda x, a: fn("fmin", x, 0.0) * a + fn("fmax", x, 0.0))
+
+
+@PRELU.device(quantized)
+def _quant_prelu(node: OpNode, ins: list) -> Compute:
+    """The reference's two requantizations: x >= 0 by s / so, else x * alpha by s * sa / so."""
+    (m_pos, sh_pos), (m_neg, sh_neg) = _prelu_params(node)
+    z, za, zo = node.in_operand(0).zeroPoint, node.in_operand(1).zeroPoint, node.out_operand(0).zeroPoint
+    lo, hi = quant_range(node.out_operand(0).type)
+
+    def value(x: Expr, a: Expr) -> Expr:
+        xi = (x - z).cast("long")
+        pos, neg = rescale(xi, m_pos, sh_pos), rescale(xi * (a - za), m_neg, sh_neg)
+        return clamped((xi >= 0).where(pos, neg) + zo, lo, hi)
+
+    return per_element(node, ins, "int", value)
 
 
 # ---- HARD_SWISH ----------------------------------------------------------------------------
@@ -224,8 +269,8 @@ def _hard_swish(ctx: OpContext) -> list[np.ndarray]:
     return [(xf * np.clip(xf + np.float32(3), 0, 6) / np.float32(6)).astype(x.dtype)]
 
 
-register(OpSpec(Op.HARD_SWISH, same_type_sigs([(t, V.V1_3) for t in (_F16, _F32, _Q8, _Q8S)], 1),
-                _hard_swish))
+_unary_spec(Op.HARD_SWISH, [(t, V.V1_3) for t in (_F16, _F32, _Q8, _Q8S)], _hard_swish,
+            lambda x: x * fn("fmin", fn("fmax", x + 3.0, 0.0), 6.0) / 6.0)
 
 
 # ---- ELU -----------------------------------------------------------------------------------
@@ -238,5 +283,12 @@ def _elu(ctx: OpContext) -> list[np.ndarray]:
     return [y.astype(x.dtype)]
 
 
-register(OpSpec(Op.ELU, [sig([_F16, T.FLOAT16], [_F16], V.V1_3), sig([_F32, T.FLOAT32], [_F32], V.V1_3)],
-                _elu))
+ELU = register(OpSpec(Op.ELU, [sig([_F16, T.FLOAT16], [_F16], V.V1_3), sig([_F32, T.FLOAT32], [_F32], V.V1_3)],
+                      _elu, shape=same_shape(0), pattern=Pattern.ELEMENTWISE))
+
+
+@ELU.device(floats(0))
+def _float_elu(node: OpNode, ins: list) -> Compute:
+    alpha = float(np.float32(node.scalar(1)))
+    return per_element(node, ins, "float",
+                       lambda x: fn("fmax", x, 0.0) + fn("fmin", 0.0, alpha * (fn("exp", x) - 1.0)), (0,))

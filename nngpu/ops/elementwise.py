@@ -1,9 +1,12 @@
-"""Binary arithmetic: ADD, SUB, MUL, DIV with broadcasting and a fused activation.
+"""Binary arithmetic: ADD, SUB, MUL, DIV, POW with broadcasting (and, but for POW, a fused
+activation); also the reference helpers the elementwise families share.
 
 Quantized kernels follow the reference (AOSP CpuExecutor / TFLite) bit-exactly: ADD and SUB
 rescale both inputs to a common fixed-point scale with a 20-bit left shift, SUB negates the
-second input's multiplier, MUL requantizes the integer product. Also the shared helpers of the
-elementwise families (broadcasting, activation checks, float16 handling).
+second input's multiplier, MUL requantizes the integer product. TENSOR_INT32 results wrap like
+C int32; int32 DIV floors, and x / 0 is 0. Device implementations compute the same arithmetic
+per element: float in float32 (float16 rounded on store), int32 in 64 bits then wrapped, quant8
+through MultiplyByQuantizedMultiplier with the reference's own multipliers.
 """
 from __future__ import annotations
 
@@ -14,7 +17,11 @@ import numpy as np
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
+from ..ir import Compute, Expr, fn
+from ._device import activation, floats
+from ._elementwise_device import INT32, clamped, input_type_in, per_element, quantized, rescale, wrap_int
 from .dtypes import dtype_of
+from .node import OpNode
 from .quant import (
     QUANT8_TYPES,
     VALID_ACTIVATIONS,
@@ -24,29 +31,30 @@ from .quant import (
     quantize_multiplier,
     wrap_int32,
 )
-from ..ir import elementwise, fn
-from ._device import activation, floats
-from .node import OpNode
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, Pattern, broadcast_shapes, register, sig
 
 MAX_RANK = 4
+ADD_LEFT_SHIFT = 20  # the reference's fixed-point headroom of quantized ADD / SUB
+broadcast_two = broadcast_shapes(0, 1)
 
 
 # ---- shared helpers (also used by comparison, unary and activation) -------------------------
-def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    """NNAPI broadcasting (trailing alignment; equal or 1; 0 only pairs with 0 or 1)."""
-    try:
-        return tuple(np.broadcast_shapes(a, b))
-    except ValueError:
-        raise OpError(f"incompatible dimensions {list(a)} and {list(b)}") from None
-
-
 def check_rank(ctx: OpContext, indexes, max_rank: int = MAX_RANK) -> None:
     for i in indexes:
         dims = ctx.in_operand(i).dimensions
         if dims and len(dims) > max_rank:
             raise OpError(f"input {i} has rank {len(dims)} > {max_rank}")
+
+
+def validate_broadcast(ctx: OpContext) -> None:
+    """Inputs 0 and 1 broadcast, when the model gives both shapes in full."""
+    a, b = ctx.in_operand(0).dimensions, ctx.in_operand(1).dimensions
+    if a and b and all(a) and all(b):
+        try:
+            np.broadcast_shapes(tuple(a), tuple(b))
+        except ValueError:
+            raise OpError(f"incompatible dimensions {list(a)} and {list(b)}") from None
 
 
 def activation_of(ctx: OpContext, i: int, int_tensor: bool = False) -> int:
@@ -74,54 +82,53 @@ def quant_params(ctx: OpContext, i: int, out: bool = False) -> tuple[float, int]
     return float(o.scale), int(o.zeroPoint)
 
 
-# ---- binary arithmetic ---------------------------------------------------------------------
-def _validate_binary(ctx: OpContext) -> None:
-    check_rank(ctx, (0, 1))
-    t = ctx.in_operand(0).type
-    if ctx.values[2] is not None:
-        activation_of(ctx, 2, t == T.TENSOR_INT32)
-    a, b = ctx.in_operand(0).dimensions, ctx.in_operand(1).dimensions
-    if a and b and all(a) and all(b):
-        broadcast_shape(tuple(a), tuple(b))
+def f32(x: float) -> float:
+    """A scale as the reference reads it: a float32, widened to double."""
+    return float(np.float32(x))
 
 
-def _add_sub_quant(ctx: OpContext, x1: np.ndarray, x2: np.ndarray, act: int, negate: bool) -> np.ndarray:
-    """addQuant8 / subQuant8 of the reference."""
-    s1, z1 = quant_params(ctx, 0)
-    s2, z2 = quant_params(ctx, 1)
+# ---- quantized parameters (the reference's, shared by its kernel and the device's) ---------
+def _add_sub_params(ctx: OpContext, negate: bool) -> list[tuple[int, int]]:
+    """(multiplier, shift) of input 0, input 1 and the output, as addQuant8 / subQuant8 form them."""
+    s1, s2, so = f32(ctx.in_operand(0).scale), f32(ctx.in_operand(1).scale), f32(ctx.out_operand(0).scale)
+    twice_max = 2.0 * max(s1, s2)
+    m1, sh1 = quantize_multiplier(s1 / twice_max)
+    m2, sh2 = quantize_multiplier(s2 / twice_max)
+    mo, sho = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * so))
+    # the reference negates the second multiplier to reuse the ADD kernel
+    return [(m1, sh1), (-m2 if negate else m2, sh2), (mo, sho)]
+
+
+def _mul_params(ctx: OpContext) -> tuple[int, int]:
+    """mulQuant8's multiplier: the scale product formed in float32, the ratio in double."""
+    product = float(np.float32(ctx.in_operand(0).scale) * np.float32(ctx.in_operand(1).scale))
+    so = f32(ctx.out_operand(0).scale)
+    if not product < so:
+        raise OpError("MUL: output_scale must be greater than input1_scale * input2_scale")
+    return quantize_multiplier(product / so)
+
+
+def _quant_range(ctx: OpContext, act: int) -> tuple[int, int]:
     so, zo = quant_params(ctx, 0, out=True)
-    t = ctx.out_operand(0).type
-    left_shift = 20
-    # float scales widened to double, as the reference's arithmetic on Shape::scale
-    twice_max = 2.0 * float(max(np.float32(s1), np.float32(s2)))
-    m1, sh1 = quantize_multiplier(float(np.float32(s1)) / twice_max)
-    m2, sh2 = quantize_multiplier(float(np.float32(s2)) / twice_max)
-    mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * float(np.float32(so))))
-    if negate:
-        m2 = -m2  # the reference negates the second multiplier to reuse the ADD kernel
-    v1 = (x1.astype(np.int64) - z1) * (1 << left_shift)
-    v2 = (x2.astype(np.int64) - z2) * (1 << left_shift)
+    return activation_range_quant(act, so, zo, ctx.out_operand(0).type)
+
+
+# ---- references ----------------------------------------------------------------------------
+def _add_sub_quant(ctx: OpContext, x1: np.ndarray, x2: np.ndarray, act: int, negate: bool) -> np.ndarray:
+    (m1, sh1), (m2, sh2), (mo, sho) = _add_sub_params(ctx, negate)
+    v1 = (x1.astype(np.int64) - ctx.in_operand(0).zeroPoint) * (1 << ADD_LEFT_SHIFT)
+    v2 = (x2.astype(np.int64) - ctx.in_operand(1).zeroPoint) * (1 << ADD_LEFT_SHIFT)
     sc1 = multiply_by_quantized_multiplier(v1, m1, sh1)
     sc2 = multiply_by_quantized_multiplier(v2, m2, sh2)
-    raw = multiply_by_quantized_multiplier(sc1 + sc2, mo, sho) + zo
-    lo, hi = activation_range_quant(act, so, zo, t)
-    return np.clip(raw, lo, hi).astype(dtype_of(t))
+    raw = multiply_by_quantized_multiplier(sc1 + sc2, mo, sho) + ctx.out_operand(0).zeroPoint
+    return np.clip(raw, *_quant_range(ctx, act)).astype(dtype_of(ctx.out_operand(0).type))
 
 
 def _mul_quant(ctx: OpContext, x1: np.ndarray, x2: np.ndarray, act: int) -> np.ndarray:
-    """mulQuant8 of the reference: the scale product is formed in float32, the ratio in double."""
-    s1, z1 = quant_params(ctx, 0)
-    s2, z2 = quant_params(ctx, 1)
-    so, zo = quant_params(ctx, 0, out=True)
-    t = ctx.out_operand(0).type
-    product = float(np.float32(s1) * np.float32(s2))
-    if not product < float(np.float32(so)):
-        raise OpError("MUL: output_scale must be greater than input1_scale * input2_scale")
-    m, sh = quantize_multiplier(product / float(np.float32(so)))
-    prod = (x1.astype(np.int64) - z1) * (x2.astype(np.int64) - z2)
-    raw = multiply_by_quantized_multiplier(prod, m, sh) + zo
-    lo, hi = activation_range_quant(act, so, zo, t)
-    return np.clip(raw, lo, hi).astype(dtype_of(t))
+    m, sh = _mul_params(ctx)
+    prod = (x1.astype(np.int64) - ctx.in_operand(0).zeroPoint) * (x2.astype(np.int64) - ctx.in_operand(1).zeroPoint)
+    raw = multiply_by_quantized_multiplier(prod, m, sh) + ctx.out_operand(0).zeroPoint
+    return np.clip(raw, *_quant_range(ctx, act)).astype(dtype_of(ctx.out_operand(0).type))
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -132,9 +139,9 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b == 0, 0, np.floor_divide(a, safe))
 
 
-FloatFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-_FLOAT: dict[Op, FloatFn] = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide}
-_INT: dict[Op, FloatFn] = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: _int_div}
+NumpyFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+_FLOAT: dict[Op, NumpyFn] = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide}
+_INT: dict[Op, NumpyFn] = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: _int_div}
 
 
 def _binary_reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
@@ -142,7 +149,7 @@ def _binary_reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
         x1, x2 = ctx.input(0), ctx.input(1)
         t = ctx.in_operand(0).type
         act = activation_of(ctx, 2, t == T.TENSOR_INT32)
-        broadcast_shape(x1.shape, x2.shape)
+        broadcast_two(ctx)
         if t in QUANT8_TYPES:
             if op == Op.MUL:
                 return [_mul_quant(ctx, x1, x2, act)]
@@ -156,12 +163,81 @@ def _binary_reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
     return reference
 
 
+def _validate_binary(ctx: OpContext) -> None:
+    check_rank(ctx, (0, 1))
+    if ctx.values[2] is not None:
+        activation_of(ctx, 2, ctx.in_operand(0).type == T.TENSOR_INT32)
+    validate_broadcast(ctx)
+
+
 def _validate_mul(ctx: OpContext) -> None:
     _validate_binary(ctx)
     if ctx.in_operand(0).type in QUANT8_TYPES:
-        s1, s2 = np.float32(ctx.in_operand(0).scale), np.float32(ctx.in_operand(1).scale)
-        if not float(s1 * s2) < float(np.float32(ctx.out_operand(0).scale)):
-            raise OpError("MUL: output_scale must be greater than input1_scale * input2_scale")
+        _mul_params(ctx)
+
+
+# ---- device implementations ----------------------------------------------------------------
+_C_FLOAT: dict[Op, Callable[[Expr, Expr], Expr]] = {
+    Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b, Op.DIV: lambda a, b: a / b}
+
+
+def _floor_div(a: Expr, b: Expr) -> Expr:
+    """The reference's int32 floor division in 64 bits (so INT32_MIN / -1 does not trap), 0 for
+    a zero divisor: C's truncating quotient, less one when the remainder's sign differs."""
+    a, b = a.cast("long"), b.cast("long")
+    zero = b.eq(0)
+    safe = zero.where(1, b)
+    q, r = a / safe, a % safe
+    q = (r.ne(0) & (r < 0).ne(safe < 0)).where(q - 1, q)
+    return zero.where(0, wrap_int(q))
+
+
+_C_INT: dict[Op, Callable[[Expr, Expr], Expr]] = {
+    Op.ADD: lambda a, b: wrap_int(a.cast("long") + b), Op.SUB: lambda a, b: wrap_int(a.cast("long") - b),
+    Op.MUL: lambda a, b: wrap_int(a.cast("long") * b), Op.DIV: _floor_div}
+
+
+def _float_binary(op: Op):
+    def build(node: OpNode, ins: list) -> Compute:
+        act = int(node.scalar(2))
+        return per_element(node, ins, "float", lambda a, b: activation(_C_FLOAT[op](a, b), act))
+    build.__name__ = f"float_{op.name.lower()}"
+    return build
+
+
+def _int32_binary(op: Op):
+    def build(node: OpNode, ins: list) -> Compute:
+        activation_of(node, 2, int_tensor=True)
+        return per_element(node, ins, "int", _C_INT[op])
+    build.__name__ = f"int32_{op.name.lower()}"
+    return build
+
+
+def _quant_add_sub(op: Op):
+    """addQuant8 / subQuant8: both inputs shifted left by 20 bits and rescaled to the common
+    scale, summed, rescaled to the output and clamped to the activation's range."""
+    def build(node: OpNode, ins: list) -> Compute:
+        (m1, sh1), (m2, sh2), (mo, sho) = _add_sub_params(node, negate=op == Op.SUB)
+        z1, z2, zo = node.in_operand(0).zeroPoint, node.in_operand(1).zeroPoint, node.out_operand(0).zeroPoint
+        lo, hi = _quant_range(node, activation_of(node, 2))
+
+        def value(a: Expr, b: Expr) -> Expr:
+            va = rescale((a - z1).cast("long") * (1 << ADD_LEFT_SHIFT), m1, sh1)
+            vb = rescale((b - z2).cast("long") * (1 << ADD_LEFT_SHIFT), m2, sh2)
+            return clamped(rescale(va + vb, mo, sho) + zo, lo, hi)
+
+        return per_element(node, ins, "int", value)
+    build.__name__ = f"quant_{op.name.lower()}"
+    return build
+
+
+def _quant_mul(node: OpNode, ins: list) -> Compute:
+    """mulQuant8: the product of the centred inputs rescaled to the output, clamped."""
+    m, sh = _mul_params(node)
+    z1, z2, zo = node.in_operand(0).zeroPoint, node.in_operand(1).zeroPoint, node.out_operand(0).zeroPoint
+    lo, hi = _quant_range(node, activation_of(node, 2))
+    return per_element(node, ins, "int",
+                       lambda a, b: clamped(rescale((a - z1).cast("long") * (b - z2), m, sh) + zo, lo, hi))
 
 
 _F32, _F16, _Q8, _Q8S, _I32 = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_INT32
@@ -171,44 +247,30 @@ _TYPES: dict[Op, list[tuple[T, V]]] = {
     Op.SUB: [(_F32, V.V1_1), (_F16, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3), (_I32, V.V1_3)],
     Op.DIV: [(_F32, V.V1_1), (_F16, V.V1_2), (_I32, V.V1_3)],
 }
-
-_C_BINARY = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
-             Op.DIV: lambda a, b: a / b}
-
-
-def _float_binary(op: Op):
-    def build(node: OpNode, ins: list):
-        act = int(node.scalar(2))
-        return elementwise(node.out_shape(0), "float", lambda a, b: activation(_C_BINARY[op](a, b), act), *ins[:2])
-    build.__name__ = f"float_{op.name.lower()}"
-    return build
-
+_QUANT_DEVICE = {Op.ADD: _quant_add_sub(Op.ADD), Op.SUB: _quant_add_sub(Op.SUB), Op.MUL: _quant_mul}
 
 for _op, _types in _TYPES.items():
     _spec = register(OpSpec(_op, same_type_sigs(_types, 2, (T.INT32,)), _binary_reference(_op),
                             validate=_validate_mul if _op == Op.MUL else _validate_binary,
-                            shape=broadcast_shapes(0, 1), pattern=Pattern.ELEMENTWISE))
+                            shape=broadcast_two, pattern=Pattern.ELEMENTWISE))
     _spec.device(floats(0, 1))(_float_binary(_op))
+    _spec.device(input_type_in(INT32, 0, 1))(_int32_binary(_op))
+    if _op in _QUANT_DEVICE:
+        _spec.device(quantized)(_QUANT_DEVICE[_op])
 
 
 # ---- POW -----------------------------------------------------------------------------------
 def _pow(ctx: OpContext) -> list[np.ndarray]:
     base, exponent = ctx.input(0), ctx.input(1)
-    broadcast_shape(base.shape, exponent.shape)
+    broadcast_two(ctx)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return [np.power(float_compute(base), float_compute(exponent)).astype(base.dtype)]
 
 
-def _validate_pow(ctx: OpContext) -> None:
-    a, b = ctx.in_operand(0).dimensions, ctx.in_operand(1).dimensions
-    if a and b and all(a) and all(b):
-        broadcast_shape(tuple(a), tuple(b))
-
-
-POW = register(OpSpec(Op.POW, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2)], 2), _pow, validate=_validate_pow,
-                      shape=broadcast_shapes(0, 1), pattern=Pattern.ELEMENTWISE))
+POW = register(OpSpec(Op.POW, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2)], 2), _pow,
+                      validate=validate_broadcast, shape=broadcast_two, pattern=Pattern.ELEMENTWISE))
 
 
 @POW.device(floats(0, 1))
-def _float_pow(node: OpNode, ins: list):
-    return elementwise(node.out_shape(0), "float", lambda a, b: fn("pow", a, b), *ins)
+def _float_pow(node: OpNode, ins: list) -> Compute:
+    return per_element(node, ins, "float", lambda a, b: fn("pow", a, b))
