@@ -265,7 +265,9 @@ def _promote(a: str, b: str) -> str:
     return a if _RANK[a] >= _RANK[b] else b
 
 
-_COMPARE = {"<", "<=", ">", ">=", "==", "!="}
+_COMPARE_FOLD = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
+                 ">=": lambda x, y: x >= y, "==": lambda x, y: x == y, "!=": lambda x, y: x != y}
+_COMPARE = set(_COMPARE_FOLD)
 _INT_FOLD = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "/": None, "%": None}
 
 
@@ -277,7 +279,9 @@ def binary(op: str, a, b) -> Expr:
     if not isinstance(b, Expr):
         b = as_expr(b, a.dtype if a.dtype != "bool" else "int")
     if op in ("&&", "||"):
-        return Binary(op, a, b, "bool")
+        return _fold_logical(op, a, b)
+    if op in _COMPARE and isinstance(a, Const) and isinstance(b, Const):
+        return Const(_COMPARE_FOLD[op](a.value, b.value), "bool")
     dtype = "bool" if op in _COMPARE else _promote(a.dtype, b.dtype)
     if op in ("<<", ">>"):
         dtype = a.dtype
@@ -286,6 +290,16 @@ def binary(op: str, a, b) -> Expr:
         if folded is not None:
             return folded
     return Binary(op, a, b, dtype)
+
+
+def _fold_logical(op: str, a: Expr, b: Expr) -> Expr:
+    """&& and || with a constant side reduce to the other side or a constant."""
+    for known, other in ((a, b), (b, a)):
+        if isinstance(known, Const):
+            if op == "&&":
+                return other.cast("bool") if known.value else Const(False, "bool")
+            return Const(True, "bool") if known.value else other.cast("bool")
+    return Binary(op, a, b, "bool")
 
 
 def _fold_int(op: str, a: Expr, b: Expr, dtype: str) -> Expr | None:
@@ -315,8 +329,10 @@ def unary(op: str, x: Expr) -> Expr:
 
 
 def select(cond: Expr, a, b) -> Expr:
+    """`cond ? a : b`; Python numbers become constants of the other branch's type (int when
+    both are numbers)."""
     if not isinstance(a, Expr) and not isinstance(b, Expr):
-        raise TypeError("select needs an Expr branch")
+        a = as_expr(a, "int")
     a = as_expr(a, b.dtype) if not isinstance(a, Expr) else a
     b = as_expr(b, a.dtype) if not isinstance(b, Expr) else b
     dtype = _promote(a.dtype, b.dtype)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
-from ..ir import Compute, Expr, Tensor, fn
+from ..ir import Compute, Expr, Tensor, clamp
 from .dtypes import dtype_of, quant_range
 from .node import OpNode
 from .registry import OpContext
@@ -38,15 +38,13 @@ def types_in(allowed: frozenset, *positions: int) -> Callable[[OpNode], bool]:
 
 
 def activation(x: Expr, code: int) -> Expr:
-    """A fused activation on a float value (OpError-free: validation rejected other codes)."""
+    """A fused activation on a float value, by comparisons so that NaN stays NaN (as np.clip)."""
     if code == Act.NONE:
         return x
     if code == Act.RELU:
-        return fn("fmax", x, 0.0)
-    if code == Act.RELU1:
-        return fn("fmin", fn("fmax", x, -1.0), 1.0)
-    if code == Act.RELU6:
-        return fn("fmin", fn("fmax", x, 0.0), 6.0)
+        return (x < 0.0).where(0.0, x)
+    if code in (Act.RELU1, Act.RELU6):
+        return clamp(x, -1.0 if code == Act.RELU1 else 0.0, 1.0 if code == Act.RELU1 else 6.0)
     raise ValueError(f"fused activation {code}")
 
 

@@ -23,8 +23,8 @@ rng = np.random.default_rng(11)
 F32, F16 = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16
 Q8, S8 = T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 # (atol, rtol): the corpus' criteria or looser; quantized copies must be exact
-TOLERANCE = {F32: (1e-5, 1e-5), F16: (5e-3, 5e-3), Q8: (0, 0), S8: (0, 0), T.TENSOR_BOOL8: (0, 0),
-             T.TENSOR_INT32: (0, 0)}
+TOLERANCE = {F32: (1e-5, 1e-5), F16: (5e-3, 5e-3), **{t: (0, 0) for t in (
+    Q8, S8, T.TENSOR_BOOL8, T.TENSOR_INT32, T.TENSOR_QUANT8_SYMM, T.TENSOR_QUANT16_ASYMM, T.TENSOR_QUANT16_SYMM)}}
 
 
 def data(shape, t=F32, scale: float = 1.0) -> np.ndarray:
