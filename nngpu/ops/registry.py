@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from ..hal.types import Operand, OperandLifeTime, OperandType, Operation, OperationType
+
+if TYPE_CHECKING:
+    from .node import OpNode
 
 T = OperandType
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pytest
 
 from nngpu.backends import device_backends
 from nngpu.compiler.lower import trace_segments

@@ -1,21 +1,15 @@
 """Device kernels of the elementwise families (arithmetic, unary math, activations, comparisons,
 QUANTIZE / DEQUANTIZE, CAST) match the numpy reference: float within the corpus tolerances,
-int32 and quantized results exactly; chains of them fuse into one kernel."""
+int32 and quantized results exactly (their fusion into chains: tests/compiler/test_fusion.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nngpu.backends import device_backends
-from nngpu.compiler.interpreter import GraphRunner
-from nngpu.compiler.lower import lower_model
-from nngpu.driver.device import Device
-from nngpu.hal import DataLocation, Model, Operand, OperandLifeTime, Operation
 from nngpu.hal import OperandType as T
 from nngpu.hal import OperationType as Op
-from nngpu.modelutil import as_model_1_3
-from nngpu.testing import run_model, tensor
-from . import device_check
+from nngpu.testing import tensor
+
 from .device_check import F16, F32, Q8, S8, check_on_device, data, fscalar, i32
 
 rng = np.random.default_rng(5)
@@ -261,59 +255,3 @@ def test_cast(src, dst):
 def test_cast_identity_1_3_types(t, value):
     scale = 0.0 if t == B8 else 0.5
     check_on_device(Op.CAST, [tensor(t, value, scale)], t, 1, scale=scale)
-
-
-# ---- fusion ---------------------------------------------------------------------------------------
-SHAPE = [4, 8]
-TRANSCENDENTAL = (Op.ADD, Op.MUL, Op.TANH, Op.SUB, Op.LOGISTIC, Op.MAXIMUM, Op.DIV, Op.RELU6)
-ARITHMETIC = (Op.ADD, Op.MUL, Op.SUB, Op.MAXIMUM, Op.DIV, Op.RELU6, Op.MINIMUM, Op.ABS)
-_WITH_ACTIVATION = {Op.ADD, Op.SUB, Op.MUL, Op.DIV}
-_TWO_INPUTS = {Op.MAXIMUM, Op.MINIMUM, Op.POW, Op.PRELU}
-
-
-def _operand(t, dims, life, consumers=1, loc=None):
-    return Operand(t, dims, consumers, 0.0, 0, life, loc or DataLocation())
-
-
-def chain_model(kinds, n_ops: int = 8) -> Model:
-    """x → op(x, c) → op → ... : n_ops float elementwise ops, c a broadcast constant 0.5."""
-    values = np.float32(0.5).tobytes() + np.int32(0).tobytes() + np.int32(1).tobytes()
-    operands = [_operand(F32, SHAPE, OperandLifeTime.SUBGRAPH_INPUT),
-                _operand(F32, [1], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 0, 4)),
-                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 4, 4)),   # NONE
-                _operand(T.INT32, [], OperandLifeTime.CONSTANT_COPY, 0, DataLocation(0, 8, 4))]   # RELU
-    ops, prev = [], 0
-    for k in range(n_ops):
-        kind = kinds[k % len(kinds)]
-        out = len(operands)
-        life = OperandLifeTime.SUBGRAPH_OUTPUT if k == n_ops - 1 else OperandLifeTime.TEMPORARY_VARIABLE
-        operands.append(_operand(F32, SHAPE, life))
-        if kind in _WITH_ACTIVATION:
-            ins = [prev, 1, 3 if kind == Op.ADD else 2]
-        elif kind in _TWO_INPUTS:
-            ins = [prev, 1]
-        else:
-            ins = [prev]
-        ops.append(Operation(kind, ins, [out]))
-        prev = out
-    for i, o in enumerate(operands):
-        o.numberOfConsumers = sum(op.inputs.count(i) for op in ops)
-    return Model(operands, ops, [0], [prev], values)
-
-
-def test_elementwise_chain_becomes_one_kernel():
-    runner = GraphRunner(as_model_1_3(chain_model(TRANSCENDENTAL)))
-    fused = lower_model(runner, "opencl")
-    assert len(fused.kernels) == 1 and len(fused.kernels[0].ops) == 8
-    unfused = lower_model(runner, "opencl", fuse=False)
-    assert len(unfused.kernels) == 8 and (unfused.device_ops, unfused.host_ops) == (8, 0)
-
-
-@pytest.mark.parametrize("backend", device_backends())
-@pytest.mark.parametrize("fusion", [True, False])
-@pytest.mark.parametrize("kinds", [TRANSCENDENTAL, ARITHMETIC], ids=["transcendental", "arithmetic"])
-def test_chain_matches_reference(backend, fusion, kinds):
-    x = np.linspace(-3, 3, int(np.prod(SHAPE)), dtype=np.float32).reshape(SHAPE)
-    ref = run_model(chain_model(kinds), [x], [x.nbytes], Device("numpy"))
-    got = run_model(chain_model(kinds), [x], [x.nbytes], Device(backend, fusion=fusion))
-    np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-6, atol=1e-6)
