@@ -42,6 +42,11 @@ class KernelStep:
         return self.kernel.name
 
     @property
+    def tensors(self) -> list[int]:
+        """The device tensors the step touches (for the buffer plan)."""
+        return self.args
+
+    @property
     def size(self) -> int:
         return self.kernel.size
 
@@ -55,6 +60,10 @@ class GemmStep:
     n: int
     k: int
 
+    @property
+    def tensors(self) -> list[int]:
+        return self.args
+
 
 @dataclass
 class HostStep:
@@ -63,11 +72,19 @@ class HostStep:
     outputs: list[int]
     shapes: list[tuple[int, ...] | None]   # what the plan assumed (None: known once it has run)
 
+    @property
+    def tensors(self) -> list[int]:
+        return []  # it reads and writes host values; Transfers move them
+
 
 @dataclass
 class Transfer:
     tensor: int
     to_device: bool
+
+    @property
+    def tensors(self) -> list[int]:
+        return [self.tensor]
 
 
 Step = KernelStep | GemmStep | HostStep | Transfer

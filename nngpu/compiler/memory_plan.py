@@ -14,17 +14,12 @@ _PINNED = {OperandLifeTime.SUBGRAPH_INPUT, OperandLifeTime.SUBGRAPH_OUTPUT, Oper
            OperandLifeTime.CONSTANT_REFERENCE}
 
 
-def step_tensors(step) -> list[int]:
-    args = getattr(step, "args", None)
-    return list(args) if args is not None else [step.tensor] if hasattr(step, "tensor") else []
-
-
 def plan_slots(spec: "SegmentSpec", graph: Subgraph, needed_after: set[int]) -> None:
     """Fill spec.slot_of and spec.slot_sizes (greedy first fit in step order)."""
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for s, step in enumerate(spec.steps):
-        for t in step_tensors(step):
+        for t in step.tensors:
             t = spec.aliases.get(t, t)  # a view lives in its source's buffer
             if t in spec.tensors:
                 first.setdefault(t, s)
