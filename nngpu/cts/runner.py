@@ -200,7 +200,7 @@ def summarize(records: list[Record], operations: Iterable[str] = ()) -> tuple[st
     lines.append(f"{len(table)} operations, {covered} with corpus cases")
     device = sum(r.placement[0] for r in records)
     host = sum(r.placement[1] for r in records)
-    lines.append(f"operation instances prepared: {device} in device kernels, {host} on the host reference")
+    lines.append(f"operation instances run: {device} in device kernels, {host} on the host reference")
     return "\n".join(lines), totals
 
 
