@@ -33,9 +33,10 @@ class Known:
     values: dict[int, np.ndarray]                 # constants, folded values, specialised values
     on_device: set[int] = field(default_factory=set)   # operands earlier segments left on the device
     on_host: set[int] = field(default_factory=set)     # operands with a host value at run time
+    next_id: int = 0                                   # above every tensor id earlier segments gave
 
     def copy(self) -> "Known":
-        return Known(dict(self.shapes), dict(self.values), set(self.on_device), set(self.on_host))
+        return Known(dict(self.shapes), dict(self.values), set(self.on_device), set(self.on_host), self.next_id)
 
 
 @dataclass(frozen=True)

@@ -162,11 +162,13 @@ class _Lowering:
     def __init__(self, runner: GraphRunner, start: int, known: Known, dialect: str) -> None:
         self.runner, self.dialect, self.known, self.start = runner, dialect, known, start
         self.graph: Subgraph = runner.model.main
-        self.next_id = max([len(self.graph.operands), *known.shapes, *known.on_device]) + 1
+        self.next_id = max(len(self.graph.operands), known.next_id)
         self.renderer = RENDERERS[dialect]
 
     def new_id(self) -> int:
+        """An id for a derived constant or temporary, after the model's operands."""
         self.next_id += 1
+        self.known.next_id = self.next_id
         return self.next_id - 1
 
     def tensor_of(self, idx: int) -> BufferTensor:
