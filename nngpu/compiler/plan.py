@@ -60,7 +60,8 @@ class Barrier:
         self.children: dict[tuple, Segment] = {}
         self.host: Segment | None = None
 
-    def key(self, state: _State, lookup) -> tuple:
+    def key(self, lookup) -> tuple:
+        """The values (dtype, shape, bytes) and shapes this barrier's segments are keyed by."""
         vals = []
         for t in self.values:
             v = np.asarray(lookup(t))
@@ -85,9 +86,9 @@ class Segment:
     def __init__(self, plan: "Plan", spec: SegmentSpec, parent_buffers: Mapping[int, Any]) -> None:
         backend = plan.backend
         self.plan, self.spec = plan, spec
-        self._slots = [backend.alloc(n) for n in spec.slot_sizes]
+        slots = [backend.alloc(n) for n in spec.slot_sizes]
         self.buffers: dict[int, Any] = dict(parent_buffers)
-        self.buffers.update({t: self._slots[s] for t, s in spec.slot_of.items()})
+        self.buffers.update({t: slots[s] for t, s in spec.slot_of.items()})
         for view, source in spec.aliases.items():
             self.buffers[view] = self.buffers[source]
         for t, value in spec.constants.items():
@@ -194,7 +195,7 @@ class Plan:
                 seg.run(state, deadline_ns)
                 if seg.barrier is None:
                     break
-                segments.append(seg.barrier.next(seg.barrier.key(state, lambda t: self.lookup(state, seg, t)), state))
+                segments.append(seg.barrier.next(seg.barrier.key(lambda t: self.lookup(state, seg, t)), state))
             self._last = segments
             outputs = [self._output(state, seg, k, out_buffers.get(k)) for k in range(len(self.graph.outputIndexes))]
             self.backend.synchronize()
