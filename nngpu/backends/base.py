@@ -93,29 +93,29 @@ class Backend(ABC):
         """Device-to-device copy of the first `nbytes` bytes."""
 
     # ---- compilation ----------------------------------------------------------------------------
-    def compile(self, source: str, name: str) -> Any:
-        """The launchable kernel `name` of `source`: from memory, else from the disk cache (keyed
-        by source, device and options), else built and written there."""
+    def compile(self, source: str, names: list[str]) -> list[Any]:
+        """The launchable kernels `names` of one translation unit: from memory, else from the
+        disk cache (keyed by source, device and options), else built and written there."""
         key = cache_key(self.name, self.cache_identity(), source)
         with self._compile_lock:
             program = self._programs.get(key)
             if program is None:
                 path = cache_dir() / f"{key}.bin"
-                program = self._load_cached(path, name)
+                program = self._load_cached(path)
                 if program is None:
-                    binary, program = self.build(source, name)
+                    binary, program = self.build(source)
                     try:
                         path.write_bytes(binary)
                     except OSError:
                         log.warning("cannot write kernel cache %s", path)
                 self._programs[key] = program
-            return program
+            return [self.kernel(program, name) for name in names]
 
-    def _load_cached(self, path: Path, name: str) -> Any:
+    def _load_cached(self, path: Path) -> Any:
         if not path.exists():
             return None
         try:
-            return self.load(path.read_bytes(), name)
+            return self.load(path.read_bytes())
         except Exception:  # a stale or foreign binary: rebuild from source
             log.info("kernel cache entry %s is unusable; rebuilding", path.name)
             return None
@@ -124,12 +124,16 @@ class Backend(ABC):
         """What besides the source decides the binary: device, driver, compiler options."""
         return ""
 
-    def build(self, source: str, name: str) -> tuple[bytes, Any]:
-        """Compile `source`: (the binary to cache, the launchable kernel)."""
+    def build(self, source: str) -> tuple[bytes, Any]:
+        """Compile `source`: (the binary to cache, the loaded program)."""
         raise NotImplementedError(f"the {self.name} backend compiles no kernels")
 
-    def load(self, binary: bytes, name: str) -> Any:
-        """The launchable kernel `name` from a cached binary."""
+    def load(self, binary: bytes) -> Any:
+        """The loaded program of a cached binary."""
+        raise NotImplementedError(f"the {self.name} backend compiles no kernels")
+
+    def kernel(self, program: Any, name: str) -> Any:
+        """The launchable kernel `name` of a loaded program."""
         raise NotImplementedError(f"the {self.name} backend compiles no kernels")
 
     # ---- launch -------------------------------------------------------------------------------

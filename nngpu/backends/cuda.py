@@ -51,7 +51,6 @@ class CudaBackend(Backend):
         props = cupy.cuda.runtime.getDeviceProperties(dev.id)
         self.description = f"{props['name'].decode()} ({self.arch})"
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._modules: list = []
 
     def alloc(self, nbytes: int):
         return self.cp.empty(max(int(nbytes), 4), dtype=self.cp.uint8)
@@ -77,16 +76,18 @@ class CudaBackend(Backend):
     def cache_identity(self) -> str:
         return self.arch
 
-    def build(self, source: str, name: str):
-        cubin = compile_cubin(source, name, self.arch)
-        return cubin, self.load(cubin, name)
+    def build(self, source: str):
+        cubin = compile_cubin(source, "unit", self.arch)
+        return cubin, self.load(cubin)
 
-    def load(self, binary: bytes, name: str):
+    def load(self, binary: bytes):
         from cupy.cuda.function import Module
 
         module = Module()
         module.load(binary)
-        self._modules.append(module)  # a function must not outlive its module
+        return module
+
+    def kernel(self, module, name: str):
         return module.get_function(name)
 
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:

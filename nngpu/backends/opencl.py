@@ -69,17 +69,19 @@ class OpenCLBackend(Backend):
         d = self.device
         return " ".join((d.name, d.platform.version, d.driver_version, *self.OPTIONS))
 
-    def build(self, source: str, name: str):
+    def build(self, source: str):
         program = self.cl.Program(self.context, source).build(list(self.OPTIONS))
-        return program.get_info(self.cl.program_info.BINARIES)[0], getattr(program, name)
+        return program.get_info(self.cl.program_info.BINARIES)[0], program
 
-    def load(self, binary: bytes, name: str):
-        program = self.cl.Program(self.context, [self.device], [binary]).build(list(self.OPTIONS))
+    def load(self, binary: bytes):
+        return self.cl.Program(self.context, [self.device], [binary]).build(list(self.OPTIONS))
+
+    def kernel(self, program, name: str):
         return getattr(program, name)
 
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
         if self._gemm is None:
-            self._gemm = self.compile(kernel_template("gemm.cl"), "nn_gemm")
+            self._gemm = self.compile(kernel_template("gemm.cl"), ["nn_gemm"])[0]
         size = (n, (m + GEMM_ROWS - 1) // GEMM_ROWS)
         self._gemm(self.queue, size, None, a, b, c, np.int32(m), np.int32(n), np.int32(k))
 

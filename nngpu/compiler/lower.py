@@ -33,13 +33,18 @@ log = logging.getLogger("nngpu.compiler")
 @dataclass
 class KernelStep:
     kernel: Kernel
-    source: str
+    dialect: str
     args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
     ops: list[int]              # the operations it computes
 
     @property
     def name(self) -> str:
         return self.kernel.name
+
+    @property
+    def source(self) -> str:
+        """The kernel alone as C (the plan compiles a segment's kernels as one unit)."""
+        return RENDERERS[self.dialect].render(self.kernel)
 
     @property
     def tensors(self) -> list[int]:
@@ -120,6 +125,10 @@ class SegmentSpec:
     def kernels(self) -> list[KernelStep]:
         return [s for s in self.steps if isinstance(s, KernelStep)]
 
+    def source(self) -> str:
+        """Every kernel of the segment in one translation unit (one compile per segment)."""
+        return RENDERERS[self.dialect].render_unit([s.kernel for s in self.kernels])
+
 
 class _Builder:
     """Creates the tensors and steps device implementations ask for (OpNode.constant, ...)."""
@@ -163,7 +172,7 @@ class _Lowering:
         self.runner, self.dialect, self.known, self.start = runner, dialect, known, start
         self.graph: Subgraph = runner.model.main
         self.next_id = max(len(self.graph.operands), known.next_id)
-        self.renderer = RENDERERS[dialect]
+        self.names: set[str] = set()   # kernel names are unique in a segment: one program holds them
 
     def new_id(self) -> int:
         """An id for a derived constant or temporary, after the model's operands."""
@@ -175,9 +184,13 @@ class _Lowering:
         return BufferTensor(Buffer(idx, storage_of(self.graph.operands[idx].type)), self.known.shapes[idx])
 
     def kernel_step(self, name: str, out: Buffer, value: Tensor, ops: list[int]) -> KernelStep:
-        kernel = store(name, out, value)
+        unique, n = name, 1
+        while unique in self.names:
+            unique, n = f"{name}_{n}", n + 1
+        self.names.add(unique)
+        kernel = store(unique, out, value)
         args = [b.key for b in kernel.inputs] + [out.key]
-        return KernelStep(kernel, self.renderer.render(kernel), args, ops)
+        return KernelStep(kernel, self.dialect, args, ops)
 
     def inputs_of(self, node: OpNode, fused: dict[int, Compute]) -> list[Tensor | None]:
         ins: list[Tensor | None] = []

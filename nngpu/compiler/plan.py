@@ -93,6 +93,8 @@ class Segment:
             self.buffers[view] = self.buffers[source]
         for t, value in spec.constants.items():
             backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=STORAGE_DTYPE[spec.tensors[t].storage]))
+        names = [s.name for s in spec.kernels]
+        self.kernels = dict(zip(names, backend.compile(spec.source(), names))) if names else {}
         self.steps = [self._compile(s) for s in spec.steps]
         self.barrier = None
         if spec.stop is not None:
@@ -101,7 +103,7 @@ class Segment:
     def _compile(self, step):
         b = self.buffers
         if isinstance(step, KernelStep):
-            return ("launch", self.plan.backend.compile(step.source, step.name), step.size, [b[t] for t in step.args])
+            return ("launch", self.kernels[step.name], step.size, [b[t] for t in step.args])
         if isinstance(step, GemmStep):
             return ("gemm", [b[t] for t in step.args], step.m, step.n, step.k)
         if isinstance(step, Transfer):
