@@ -77,7 +77,7 @@ class OpenCLBackend(Backend):
         return self.cl.Program(self.context, [self.device], [binary]).build(list(self.OPTIONS))
 
     def kernel(self, program, name: str):
-        return getattr(program, name)
+        return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
         if self._gemm is None:
