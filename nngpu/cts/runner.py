@@ -33,7 +33,7 @@ class Record:
         return {k: getattr(self, k) for k in ("name", "spec", "version", "path", "backend", "result", "detail")}
 
 
-def _execute(prepared, path: str, ex: Execution, flat: bool, measure: MeasureTiming):
+def execute_on(prepared, path: str, ex: Execution, flat: bool, measure: MeasureTiming):
     """(status, outputShapes, timing) of one execution through `path`."""
     if path == "sync":
         if flat:
@@ -59,7 +59,7 @@ def _execute(prepared, path: str, ex: Execution, flat: bool, measure: MeasureTim
     raise ValueError(f"unknown path {path}")
 
 
-def _prepare(device, model, flat: bool):
+def prepare_on(device, model, flat: bool):
     cb = PreparedModelCallback()
     if flat:
         status = device.prepareModel_1_2(model, ExecutionPreference.FAST_SINGLE_ANSWER, [], [], bytes(32), cb)
@@ -155,7 +155,7 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
     if not all(supported):
         missing = sorted({model_op_name(model, k, flat) for k, ok in enumerate(supported) if not ok})
         return records("skipped", "unsupported: " + ", ".join(missing))
-    status, prepared = _prepare(device, model, flat)
+    status, prepared = prepare_on(device, model, flat)
     if status != ErrorStatus.NONE or prepared is None:
         return records("passed", "preparation failed as expected") if case.expect_failure else \
             records("failed", f"prepareModel returned {ErrorStatus(status).name}")
@@ -163,7 +163,7 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
     for p in paths:
         ex = build_request(case)
         try:
-            status, shapes, timing = _execute(prepared, p, ex, flat, measure)
+            status, shapes, timing = execute_on(prepared, p, ex, flat, measure)
             result, detail = _judge(case, ex, ErrorStatus(status), shapes, timing, measure)
         except Exception as e:  # a runner or driver bug: report it as this case's failure
             log.exception("case %s path %s", case.name, p)
