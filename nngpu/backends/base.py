@@ -48,6 +48,18 @@ def cache_dir() -> Path:
     return path
 
 
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write through a private temporary file and rename it into place, so that another process
+    sharing the cache never reads a half-written binary."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        log.warning("cannot write kernel cache %s", path)
+        tmp.unlink(missing_ok=True)
+
+
 def kernel_template(name: str) -> str:
     """A hand-written kernel from the top-level kernels/ folder (or the installed copy)."""
     here = Path(__file__).resolve()
@@ -104,10 +116,7 @@ class Backend(ABC):
                 program = self._load_cached(path)
                 if program is None:
                     binary, program = self.build(source)
-                    try:
-                        path.write_bytes(binary)
-                    except OSError:
-                        log.warning("cannot write kernel cache %s", path)
+                    _write_atomically(path, binary)
                 self._programs[key] = program
             return [self.kernel(program, name) for name in names]
 
