@@ -48,7 +48,9 @@ def execute_on(prepared, path: str, ex: Execution, flat: bool, measure: MeasureT
         if not cb.wait(TIMEOUT_S):
             return ErrorStatus.GENERAL_FAILURE, [], None
         status, shapes, timing = cb.get()
-        if launch != status:
+        # A failure found while executing reaches only the callback; a failed launch must
+        # report the same status to both.
+        if launch != ErrorStatus.NONE and launch != status:
             log.warning("execute launch status %s differs from callback %s", launch, status)
         return status, shapes, timing
     if path == "burst":
