@@ -18,6 +18,16 @@ def as_model_1_3(model: Model | Model_1_3) -> Model_1_3:
                      model.relaxComputationFloat32toFloat16, model.extensionNameToPrefix)
 
 
+def count_consumers(operands: list[Operand], operations: list) -> None:
+    """Set each operand's numberOfConsumers to how many operation inputs read it, for builders
+    that assemble a subgraph operation by operation."""
+    for operand in operands:
+        operand.numberOfConsumers = 0
+    for operation in operations:
+        for i in operation.inputs:
+            operands[i].numberOfConsumers += 1
+
+
 def num_elements(dims) -> int:
     return int(math.prod(dims)) if len(dims) else 1
 

@@ -16,6 +16,7 @@ from ..hal.types import (
     Subgraph,
     SymmPerChannelQuantParams,
 )
+from ..modelutil import count_consumers
 
 T = OperandType
 L = OperandLifeTime
@@ -88,18 +89,11 @@ class GraphBuilder:
     def op(self, type_: OperationType, inputs: list[int], outputs: list[int]) -> None:
         self.operations.append(Operation(OperationType(type_), list(inputs), list(outputs)))
 
-    def _count_consumers(self) -> None:
-        for o in self.operands:
-            o.numberOfConsumers = 0
-        for operation in self.operations:
-            for i in operation.inputs:
-                self.operands[i].numberOfConsumers += 1
-
     def model_1_3(self) -> Model_1_3:
-        self._count_consumers()
+        count_consumers(self.operands, self.operations)
         main = Subgraph(self.operands, self.operations, list(self.inputs), list(self.outputs))
         return Model_1_3(main, [], bytes(self.values))
 
     def model_1_2(self) -> Model:
-        self._count_consumers()
+        count_consumers(self.operands, self.operations)
         return Model(self.operands, self.operations, list(self.inputs), list(self.outputs), bytes(self.values))

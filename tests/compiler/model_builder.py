@@ -14,6 +14,7 @@ from nngpu.hal.types import (DataLocation, ErrorStatus, MeasureTiming, Model_1_3
                              OperandLifeTime, OperandType, Operation, OperationType, OutputShape, Request,
                              RequestArgument, Subgraph, SymmPerChannelQuantParams)
 from nngpu.memory import allocate_shared
+from nngpu.modelutil import count_consumers
 from nngpu.ops import load_all
 from nngpu.ops.dtypes import dtype_of, is_tensor
 
@@ -89,11 +90,7 @@ class ModelBuilder:
         return idx
 
     def build(self) -> Model_1_3:
-        for operand in self.operands:
-            operand.numberOfConsumers = 0
-        for operation in self.operations:
-            for i in operation.inputs:
-                self.operands[i].numberOfConsumers += 1
+        count_consumers(self.operands, self.operations)
         main = Subgraph(self.operands, self.operations, list(self.inputs), list(self.outputs))
         return Model_1_3(main, [], bytes(self._values))
 
