@@ -17,7 +17,7 @@ litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-liter
 
 from nngpu.tflite import load_tflite  # noqa: E402
 from nngpu.tflite.models import MODELS, find_model  # noqa: E402
-from nngpu.tflite.session import Session, random_inputs  # noqa: E402
+from nngpu.session import Session, random_inputs  # noqa: E402
 
 ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "5"))
 TFLITE_ROUNDS = 50
@@ -75,7 +75,7 @@ def model(request):
     if path is None:
         pytest.skip(f"model {request.param} not cached: run ci/fetch-models.sh")
     imported = load_tflite(path)
-    return request.param, path, imported, random_inputs(imported, seed=0)
+    return request.param, path, imported, random_inputs(imported.inputs, seed=0)
 
 
 def _record(benchmark, key) -> None:
@@ -106,5 +106,5 @@ def test_nngpu(benchmark, model, backend, mode):
         benchmark.group = name
         benchmark.extra_info.update(backend=backend, mode=mode, prepare_s=round(session.prepare_s, 3))
         benchmark.pedantic(session.execute, rounds=ROUNDS, warmup_rounds=1)
-        assert all(np.isfinite(o).all() for o in session.outputs())
+        assert all(np.isfinite(o).all() for o in session.output_arrays())
     _record(benchmark, (name, f"{backend}-{mode}"))

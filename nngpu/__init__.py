@@ -1,11 +1,21 @@
-"""nngpu: a GPU-backed implementation of the Android Neural Networks HAL (1.0-1.3) in Python."""
+"""nngpu: a GPU-backed implementation of the Android Neural Networks HAL (1.0-1.3) in Python.
+
+`nngpu.Session` runs a model on numpy arrays by name; `nngpu.ModelBuilder` writes a model;
+`nngpu.Device` is the HAL IDevice."""
 __version__ = "0.1.0"
+
+# Lazy, so that `import nngpu.hal` stays free of driver imports.
+_LAZY = {"Device": ("driver.device", "Device"), "Session": ("session", "Session"),
+         "ModelBuilder": ("builder", "ModelBuilder")}
 
 
 def __getattr__(name: str):
-    # Lazy so that `import nngpu.hal` stays free of driver imports.
-    if name == "Device":
-        from .driver.device import Device
+    if name in _LAZY:
+        import importlib
 
-        return Device
-    raise AttributeError(name)
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
+    raise AttributeError(f"module 'nngpu' has no attribute {name!r}")
+
+
+__all__ = ["Device", "Session", "ModelBuilder", "__version__"]

@@ -179,6 +179,16 @@ class Execution:
         return self.output_pool.array(dt, loc.offset, n).copy()
 
 
+def case_inputs(case: TestCase) -> list[np.ndarray | None]:
+    """The case's input values, shaped (None for an input it leaves without a value)."""
+    main = case.raw["main"]
+    res: list[np.ndarray | None] = []
+    for idx in main["inputIndexes"]:
+        o = main["operands"][idx]
+        res.append(to_array(o["data"], OperandType[o["type"]], o["dimensions"]) if o["data"] else None)
+    return res
+
+
 def build_request(case: TestCase, output_slack: int = 0) -> Execution:
     """Inputs written into one pool, outputs given room in another (at least 1 byte each)."""
     main = case.raw["main"]

@@ -7,6 +7,13 @@ from .base import Backend
 
 NAMES = ("numpy", "opencl", "cuda")
 
+_EXTRA = {"opencl": "pip install 'nngpu[opencl]' (a GPU driver) or 'nngpu[opencl-cpu]' (PoCL, a CPU device)",
+          "cuda": "pip install 'nngpu[cuda]' (CuPy 13 + NVRTC 13.0) or 'nngpu[cuda12]'"}
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend exists but cannot run here: its package is missing or it sees no device."""
+
 
 def resolve(name: str) -> str:
     """"auto" (or $NNGPU_BACKEND): CUDA when CuPy sees a GPU, else an OpenCL GPU, else an
@@ -26,18 +33,32 @@ def resolve(name: str) -> str:
 
 
 def create(name: str) -> Backend:
-    """The backend object for a resolved name."""
+    """The backend object for a resolved name; BackendUnavailable (one line: why, and what to
+    install) when it cannot run on this machine."""
     if name == "numpy":
         from .numpy import NumpyBackend
 
         return NumpyBackend()
-    if name == "opencl":
-        from .opencl import OpenCLBackend
+    package = "pyopencl" if name == "opencl" else "cupy"
+    try:
+        if name == "opencl":
+            from .opencl import OpenCLBackend
 
-        return OpenCLBackend()
-    from .cuda import CudaBackend
+            return OpenCLBackend()
+        from .cuda import CudaBackend
 
-    return CudaBackend()
+        return CudaBackend()
+    except ImportError as e:
+        if e.name and e.name.split(".")[0] == package:
+            raise BackendUnavailable(f"backend {name}: {package} is not installed; {_EXTRA[name]}") from e
+        raise BackendUnavailable(f"backend {name}: {package} cannot be imported: {_first_line(e)}") from e
+    except Exception as e:  # no device, no driver, a broken install: the library's own message
+        raise BackendUnavailable(f"backend {name} is not usable here: {_first_line(e)}") from e
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def device_backends() -> list[str]:

@@ -41,11 +41,20 @@ class DeviceValue:
         return host
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = Path(base) / "nngpu"
-    path.mkdir(parents=True, exist_ok=True)
+def cache_dir(create: bool = True) -> Path:
+    """Where compiled kernels are kept: $NNGPU_CACHE_DIR, else $XDG_CACHE_HOME/nngpu/kernels
+    (apart from the downloaded models beside it)."""
+    if os.environ.get("NNGPU_CACHE_DIR"):
+        path = Path(os.environ["NNGPU_CACHE_DIR"])
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "nngpu" / "kernels"
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+CACHE_SUFFIX = ".bin"  # every cache entry; `nngpu cache clear` removes only these
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -82,6 +91,7 @@ class Backend(ABC):
     dialect: str | None     # "opencl" | "cuda": which C the renderer writes for it; None: no kernels
     device_type: DeviceType
     description: str
+    kernels_per_unit: int | None = None   # kernels per compiled program (None: a segment's all)
 
     def __init__(self) -> None:
         self._programs: dict[str, Any] = {}
@@ -112,7 +122,7 @@ class Backend(ABC):
         with self._compile_lock:
             program = self._programs.get(key)
             if program is None:
-                path = cache_dir() / f"{key}.bin"
+                path = cache_dir() / f"{key}{CACHE_SUFFIX}"
                 program = self._load_cached(path)
                 if program is None:
                     binary, program = self.build(source)

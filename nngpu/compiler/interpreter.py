@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import profiling
 from ..backends.base import DeviceValue
 from ..hal.types import ErrorStatus, Model_1_3, OperandLifeTime, Subgraph
 from ..modelutil import read_constant
@@ -51,8 +52,9 @@ class GraphRunner:
 
     def execute(self, inputs: Sequence, out_buffers: Mapping[int, Any], deadline_ns: int | None = None) -> list[np.ndarray]:
         """The Executor contract: device values are read to the host, outputs are host arrays."""
-        host = [v.to_host() if isinstance(v, DeviceValue) else v for v in inputs]
-        return self.run(host, 0, deadline_ns)
+        with profiling.execution():
+            host = [v.to_host() if isinstance(v, DeviceValue) else v for v in inputs]
+            return self.run(host, 0, deadline_ns)
 
     def placement(self) -> tuple[int, int]:
         return 0, len(self.model.main.operations)
@@ -71,9 +73,13 @@ class GraphRunner:
         values: dict[int, np.ndarray | None] = dict(self._constants[graph_index])
         for idx, value in zip(graph.inputIndexes, inputs):
             values[idx] = value
+        prof = profiling.current if graph_index == 0 else None  # IF / WHILE bodies: inside their operation
         for k in range(len(graph.operations)):
+            start = prof.now() if prof else 0
             outs = self.run_operation(k, [values.get(i) for i in graph.operations[k].inputs], graph_index, deadline_ns)
             values.update(zip(graph.operations[k].outputs, outs))
+            if prof:
+                prof.operation(self, k, start)
         return values
 
     def constant(self, operand_index: int, graph_index: int = 0) -> np.ndarray | None:

@@ -64,6 +64,7 @@ class GemmStep:
     m: int
     n: int
     k: int
+    ops: list[int]              # the operation it is part of (for profiles and dumps)
 
     @property
     def tensors(self) -> list[int]:
@@ -125,16 +126,22 @@ class SegmentSpec:
     def kernels(self) -> list[KernelStep]:
         return [s for s in self.steps if isinstance(s, KernelStep)]
 
-    def source(self) -> str:
-        """Every kernel of the segment in one translation unit (one compile per segment)."""
-        return RENDERERS[self.dialect].render_unit([s.kernel for s in self.kernels])
+    def units(self, per_unit: int | None = None) -> list[tuple[str, list[str]]]:
+        """The segment's kernels as translation units of at most `per_unit` kernels (None: one
+        unit): [(source, kernel names)]. Several units let prepare report progress; one unit
+        compiles fastest."""
+        kernels = self.kernels
+        n = per_unit or max(len(kernels), 1)
+        chunks = [kernels[k: k + n] for k in range(0, len(kernels), n)]
+        return [(RENDERERS[self.dialect].render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
 
 
 class _Builder:
     """Creates the tensors and steps device implementations ask for (OpNode.constant, ...)."""
 
-    def __init__(self, lowering: "_Lowering") -> None:
+    def __init__(self, lowering: "_Lowering", op: int) -> None:
         self.low = lowering
+        self.op = op                  # the operation whose implementation asks
         self.steps: list[Step] = []
         self.constants: dict[int, np.ndarray] = {}
         self.temps: dict[int, TensorInfo] = {}
@@ -153,12 +160,12 @@ class _Builder:
 
     def materialize(self, compute: Compute, name: str) -> BufferTensor:
         t = self.temp(compute.shape, "float" if compute.dtype == "float" else "int")
-        self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, []))
+        self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, [self.op]))
         return t
 
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int) -> BufferTensor:
         c = self.temp((m, n), "float")
-        self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k))
+        self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op]))
         return c
 
 
@@ -207,7 +214,7 @@ class _Lowering:
         if not all(storage_of(self.graph.operands[o].type, None) for o in node.operation.outputs):
             return None
         for impl in node.spec.candidates(node):
-            builder = _Builder(self)
+            builder = _Builder(self, node.index)
             node.builder = builder
             try:
                 results = results_of(impl.build(node, self.inputs_of(node, fused)), node.num_outputs)

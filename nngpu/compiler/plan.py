@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import profiling, progress
 from ..backends.base import Backend, DeviceValue
 from ..hal.types import ErrorStatus
 from ..ir.storage import STORAGE_DTYPE
@@ -91,10 +92,16 @@ class Segment:
         self.buffers.update({t: slots[s] for t, s in spec.slot_of.items()})
         for view, source in spec.aliases.items():
             self.buffers[view] = self.buffers[source]
-        for t, value in spec.constants.items():
-            backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=STORAGE_DTYPE[spec.tensors[t].storage]))
-        names = [s.name for s in spec.kernels]
-        self.kernels = dict(zip(names, backend.compile(spec.source(), names))) if names else {}
+        with profiling.span("prepare", "upload constants", bytes=sum(spec.tensors[t].nbytes for t in spec.constants)):
+            for t, value in spec.constants.items():
+                storage = STORAGE_DTYPE[spec.tensors[t].storage]
+                backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=storage))
+        self.kernels: dict[str, Any] = {}
+        with progress.bar(len(spec.kernels), f"compiling {backend.name} kernels", "kernel") as bar:
+            for source, names in spec.units(backend.kernels_per_unit):
+                with profiling.span("prepare", "compile", backend=backend.name, kernels=names):
+                    self.kernels.update(zip(names, backend.compile(source, names)))
+                bar.update(len(names))
         self.steps = [self._compile(s) for s in spec.steps]
         self.barrier = None
         if spec.stop is not None:
@@ -125,7 +132,9 @@ class Segment:
 
     def run(self, state: _State, deadline_ns: int | None) -> None:
         backend, plan = self.plan.backend, self.plan
-        for step in self.steps:
+        prof = profiling.current  # None unless recording
+        for i, step in enumerate(self.steps):
+            start = prof.now() if prof else 0
             kind = step[0]
             if kind == "launch":
                 backend.launch(step[1], step[2], step[3])
@@ -138,6 +147,8 @@ class Segment:
                 state.host[step[1]] = self.download(step[1], step[2])
             else:
                 plan.host_step(state, self, step[1], deadline_ns)
+            if prof:
+                prof.step(self, i, start, state)
 
     def download(self, t: int, buf) -> np.ndarray:
         shape = self.spec.known.shapes[t]
@@ -174,10 +185,13 @@ class Plan:
 
     def host_rest(self, start: int, known: Known, parent_buffers: Mapping[int, Any]) -> Segment:
         """The operations from `start` on the host reference (no shapes assumed)."""
-        return Segment(self, host_segment(self.reference, start, known, self.backend.dialect), parent_buffers)
+        with profiling.span("prepare", "plan host segment", from_operation=start):
+            spec = host_segment(self.reference, start, known, self.backend.dialect)
+        return Segment(self, spec, parent_buffers)
 
     def segment(self, start: int, known: Known, parent_buffers: Mapping[int, Any]) -> Segment:
-        spec = lower_segment(self.reference, start, known, self.backend.dialect, self.fuse)
+        with profiling.span("prepare", "plan segment", from_operation=start):
+            spec = lower_segment(self.reference, start, known, self.backend.dialect, self.fuse)
         log.info("segment from operation %d: %d operations in %d kernels, %d on the host%s", start,
                  spec.device_ops, len(spec.kernels), spec.host_ops,
                  f", then a barrier at operation {spec.stop.at}" if spec.stop else "")
@@ -188,7 +202,7 @@ class Plan:
         return sum(s.spec.device_ops for s in self._last), sum(s.spec.host_ops for s in self._last)
 
     def execute(self, inputs: Sequence, out_buffers: Mapping[int, Any], deadline_ns: int | None = None) -> list:
-        with self._lock:
+        with self._lock, profiling.execution():
             state = _State(self.graph, inputs)
             key = tuple(None if v is None else tuple(v.shape) for v in inputs)
             segments = [self.entry.next(key, state)]
@@ -199,8 +213,12 @@ class Plan:
                     break
                 segments.append(seg.barrier.next(seg.barrier.key(lambda t: self.lookup(state, seg, t)), state))
             self._last = segments
+            prof = profiling.current
+            start = prof.now() if prof else 0
             outputs = [self._output(state, seg, k, out_buffers.get(k)) for k in range(len(self.graph.outputIndexes))]
             self.backend.synchronize()
+            if prof:
+                prof.record("transfer", "outputs", start, bytes=sum(int(v.nbytes) for v in outputs))
             return outputs
 
     def lookup(self, state: _State, seg: Segment, t: int) -> np.ndarray | None:

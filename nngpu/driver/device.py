@@ -3,11 +3,12 @@ answers through the callback exactly once, with the same status the call returne
 from __future__ import annotations
 
 import copy
-import os
 import logging
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import __version__, backends
+from .. import __version__, backends, profiling
 from ..compiler.plan import Plan
 from ..hal.interfaces import IDevice, IPreparedModelCallback
 from ..hal.types import (
@@ -154,9 +155,10 @@ class Device(IDevice):
         if callback is None or not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
             return ErrorStatus.INVALID_ARGUMENT
         try:
-            validate_execution_preference(preference)
-            validate_priority(priority)
-            m = self._validated(model, version)
+            with profiling.span("prepare", "validate"):
+                validate_execution_preference(preference)
+                validate_priority(priority)
+                m = self._validated(model, version)
             m = copy.deepcopy(m) if not m.pools else _copy_graphs(m)
         except ValidationError as e:
             log.info("prepareModel: invalid: %s", e)
@@ -170,7 +172,11 @@ class Device(IDevice):
                 _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
                 return
             try:
-                prepared = PreparedModel(self._compile(GraphRunner(m, version)), self._resolve_token)
+                t0 = time.perf_counter()
+                with profiling.span("prepare", "build executor", backend=self.backend_name):
+                    prepared = PreparedModel(self._compile(GraphRunner(m, version)), self._resolve_token)
+                log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
+                         (time.perf_counter() - t0) * 1e3)
             except Exception:
                 log.exception("prepareModel failed")
                 _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)

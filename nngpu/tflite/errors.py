@@ -10,6 +10,10 @@ class TFLiteFormatError(TFLiteImportError):
     """The file is not a readable .tflite flatbuffer (or the parser package is missing)."""
 
 
+class TFLitePackageMissing(TFLiteFormatError):
+    """The flatbuffer parser package (`tflite`, the extra nngpu[tflite]) is not installed."""
+
+
 class UnsupportedOperatorError(TFLiteImportError):
     """An operator with no NNAPI counterpart (or options NNAPI cannot express), by name and index."""
 
@@ -21,4 +25,4 @@ class UnsupportedOperatorError(TFLiteImportError):
         super().__init__(f"operator #{index} {op_name}{detail}")
 
 
-__all__ = ["TFLiteFormatError", "TFLiteImportError", "UnsupportedOperatorError"]
+__all__ = ["TFLiteFormatError", "TFLitePackageMissing", "TFLiteImportError", "UnsupportedOperatorError"]

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ..hal.types import Model, Model_1_3, OperandLifeTime
+from ..named_model import IOTensor
 from .context import OpCtx, OperandTable
 from .errors import TFLiteImportError, UnsupportedOperatorError
 from .fold import FoldError, fold_constants
@@ -22,15 +21,6 @@ from .reader import TFLiteGraph, Tensor, read_tflite
 from .tensors import numpy_dtype
 
 L = OperandLifeTime
-
-
-@dataclass
-class IOTensor:
-    name: str
-    shape: list[int]
-    dtype: np.dtype
-    scale: float = 0.0
-    zero_point: int = 0
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import TFLiteFormatError
+from .errors import TFLiteFormatError, TFLitePackageMissing
 
 try:
     import tflite as _fb
@@ -172,7 +172,7 @@ def _options(op):
 def read_tflite(data: bytes) -> TFLiteGraph:
     """Parse the bytes of a .tflite file into a TFLiteGraph (the first subgraph)."""
     if _fb is None:
-        raise TFLiteFormatError(f"reading .tflite files needs the `tflite` package: {_IMPORT_ERROR}")
+        raise TFLitePackageMissing(f"reading .tflite files needs the `tflite` package: {_IMPORT_ERROR}")
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise TFLiteFormatError("not a .tflite flatbuffer (no TFL3 identifier)")
     try:

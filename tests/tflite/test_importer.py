@@ -325,46 +325,6 @@ def test_not_a_tflite_file():
         import_tflite(b"\x00\x00\x00\x00TFL3" + b"\xff" * 16)
 
 
-# ---- `nngpu run` -----------------------------------------------------------------------------
-def test_cli_run_unsupported_exits_2(tmp_path, capsys):
-    from nngpu.cli import main
-
-    path = tmp_path / "bad.tflite"
-    path.write_bytes(_unsupported_model("BATCH_MATMUL"))
-    assert main(["run", str(path), "--backend", "numpy"]) == 2
-    err = capsys.readouterr().err
-    assert "BATCH_MATMUL" in err and "#1" in err
-
-
-def test_cli_run_inputs_outputs_and_latency(tmp_path, capsys):
-    from nngpu.cli import main
-
-    path = tmp_path / "tc.tflite"
-    path.write_bytes(_transpose_conv_model(False))
-    x = _f32(1, 4, 4, 3)
-    np.save(tmp_path / "x.npy", x)
-    out_dir = tmp_path / "out"
-    assert main(["run", str(path), "--backend", "numpy", "--repeat", "3", "--input", str(tmp_path / "x.npy"),
-                 "--save-outputs", str(out_dir)]) == 0
-    text = capsys.readouterr().out
-    assert "p50" in text and "p90" in text and "p99" in text and "output 0 y" in text
-    saved = np.load(out_dir / "0.npy")
-    np.testing.assert_array_equal(saved, run_nngpu(import_tflite(path.read_bytes()), [x])[0])
-    # wrong number of inputs: a usage error
-    assert main(["run", str(path), "--backend", "numpy", "--input", str(tmp_path / "x.npy"),
-                 "--input", str(tmp_path / "x.npy")]) == 2
-
-
-def test_cli_run_burst(tmp_path, capsys):
-    pytest.importorskip("nngpu.burst", reason="nngpu.burst is not available")
-    from nngpu.cli import main
-
-    path = tmp_path / "tc.tflite"
-    path.write_bytes(_transpose_conv_model(False))
-    assert main(["run", str(path), "--backend", "numpy", "--repeat", "2", "--burst"]) == 0
-    assert "burst" in capsys.readouterr().out
-
-
 def test_dequantize_of_int8_per_channel_weights_is_folded():
     m = TFLModel()
     x, y = m.tensor("x", [1, 5, 5, 2]), m.tensor("y", [1, 5, 5, 3])

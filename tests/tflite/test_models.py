@@ -15,7 +15,7 @@ from .tfl_util import max_error_ratio, reference_interpreter  # noqa: E402
 
 from nngpu.tflite import load_tflite  # noqa: E402
 from nngpu.tflite.models import MODELS, candidate_dirs, find_model  # noqa: E402
-from nngpu.tflite.session import Session, random_inputs  # noqa: E402
+from nngpu.session import Session, random_inputs  # noqa: E402
 
 REL_TOL = 1e-4
 # HAL version each model needs (1.3: RESIZE_BILINEAR half_pixel_centers, HARD_SWISH).
@@ -42,7 +42,7 @@ def _structured(imported, kind: str) -> list[np.ndarray]:
     out = []
     for t in imported.inputs:
         if kind == "random":
-            return random_inputs(imported, seed=0)
+            return random_inputs(imported.inputs, seed=0)
         if kind == "constant":
             out.append(np.full(t.shape, 0.5, t.dtype))
         else:  # gradient: a ramp over H in [-1, 1] plus one over W, per channel phase
@@ -88,7 +88,7 @@ def test_matches_tflite(model, backend):
     name, imported, refs = model
     with Session(imported, backend) as session:
         for kind, (inputs, ref) in refs.items():
-            got = session.run(inputs)
+            got = list(session.run(inputs).values())
             assert len(got) == len(ref)
             for k, (r, g) in enumerate(zip(ref, got)):
                 assert g.shape == r.shape and g.dtype == r.dtype

@@ -1,0 +1,93 @@
+"""`nngpu cts [DIR]`: run the NNAPI conformance corpus on a backend through the chosen paths and
+print a per-operation table; the exit status is 0 only when something ran and nothing failed."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from .common import open_device, writable_file
+from .errors import CLIError
+
+CORPUS_HELP = ("the corpus is the NNAPI generated conformance tests in the nngpu format: give its folder as DIR "
+               "or in $NNGPU_CTS_DIR; a source checkout has it in tests/data/nnapi-cts (a wheel does not ship it)")
+
+
+def add_parser(sub, common) -> None:
+    from ..cts.runner import PATHS
+
+    c = sub.add_parser("cts", parents=[common], help="run the NNAPI conformance corpus",
+                       description=__doc__.split("\n\n")[0])
+    c.add_argument("dir", nargs="?", help="corpus folder (default: $NNGPU_CTS_DIR, ../shared/nnapi-cts or the checkout's copy)")
+    c.add_argument("--backend", default="numpy", help="numpy (default), opencl, cuda or auto")
+    c.add_argument("--path", default="sync", help=f"{', '.join(PATHS)}, comma-separated, or all")
+    c.add_argument("--timing", action="store_true", help="measure timing (MeasureTiming::YES)")
+    c.add_argument("-k", help="only cases whose name contains one of these comma-separated strings")
+    c.add_argument("--version", help="only these corpus folders, e.g. V1_0,V1_1")
+    c.add_argument("--json", metavar="FILE", help="write one JSON record per case and path")
+    c.set_defaults(func=run)
+
+
+def _corpus(arg: str | None) -> Path:
+    from ..json_models import default_corpus_dir
+
+    if arg:
+        root = Path(arg)
+        if not root.is_dir():
+            raise CLIError(f"{arg}: no such folder; {CORPUS_HELP}")
+        return root
+    root = default_corpus_dir()
+    if root is None:
+        raise CLIError(f"no corpus found; {CORPUS_HELP}")
+    return root
+
+
+def run(args) -> int:
+    from .. import progress
+    from ..cts.runner import PATHS, filter_cases, run_case, summarize
+    from ..hal.types import MeasureTiming
+    from ..json_models import load_cases
+
+    paths = PATHS if args.path == "all" else tuple(p for p in args.path.split(",") if p)
+    bad = [p for p in paths if p not in PATHS]
+    if bad or not paths:
+        raise CLIError(f"--path: unknown path {bad[0] if bad else args.path!r}; choose from {', '.join(PATHS)} or all")
+    json_file = writable_file(args.json, "--json") if args.json else None
+    root = _corpus(args.dir)
+    versions = tuple(args.version.split(",")) if args.version else None
+    try:
+        cases = filter_cases(load_cases(root, versions), args.k)
+    except (OSError, ValueError, KeyError) as e:
+        raise CLIError(f"{root}: cannot read the corpus: {type(e).__name__}: {e}") from e
+    if not cases:
+        raise CLIError(f"no case in {root} matches" + (f" -k {args.k}" if args.k else "")
+                       + (f" --version {args.version}" if args.version else ""))
+    device = open_device(args.backend)
+    measure = MeasureTiming.YES if args.timing else MeasureTiming.NO
+    records = []
+    t0 = time.perf_counter()
+    with progress.bar(len(cases), f"cts {device.backend_name}", "case") as bar:
+        for case in cases:
+            for rec in run_case(device, device.backend_name, case, paths, measure):
+                records.append(rec)
+                if args.verbose or rec.result == "failed":
+                    print(f"{rec.result.upper():7s} {rec.path:5s} {rec.version}/{rec.name}: {rec.detail}", flush=True)
+            bar.update(1)
+    from ..ops.registry import REGISTRY
+
+    table, totals = summarize(records, [] if args.k or args.version else [t.name for t in REGISTRY])
+    skipped = [r for r in records if r.result == "skipped"]
+    print(table)
+    if skipped:
+        print(f"skipped ({len(skipped)}):")
+        for r in skipped:
+            print(f"  {r.path:5s} {r.version}/{r.name}: {r.detail}")
+    if json_file is not None:
+        with open(json_file, "w") as f:
+            for r in records:
+                f.write(json.dumps(r.as_json()) + "\n")
+    print(f"wall time {time.perf_counter() - t0:.1f} s over {len(cases)} cases")
+    print(f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
+    sys.stdout.flush()
+    return 0 if totals["failed"] == 0 and totals["passed"] > 0 else 1

@@ -1,0 +1,71 @@
+"""`nngpu kernels MODEL`: write the generated kernels of a model and its fusion groups.
+
+The plan's segments depend on the values its shapes depend on; the dump shows the segments for
+one execution: the model's own example inputs for a corpus .json file, zeros otherwise."""
+from __future__ import annotations
+
+from .common import open_model, writable_dir
+from .errors import CLIError
+
+
+def add_parser(sub, common) -> None:
+    g = sub.add_parser("kernels", parents=[common], help="write a model's generated kernels and fusion groups",
+                       description=__doc__.split("\n\n")[0])
+    g.add_argument("model", help="a .tflite or corpus-format .json model")
+    g.add_argument("--out", default="nngpu-kernels", help="output folder (default nngpu-kernels)")
+    g.add_argument("--dialect", choices=("opencl", "cuda"), default="opencl")
+    g.add_argument("--no-fusion", action="store_true", help="one kernel per operation")
+    g.set_defaults(func=run)
+
+
+def _example(named) -> list:
+    """The inputs to trace with: the case's own, else zeros (a 0 extent taken as 1)."""
+    import numpy as np
+
+    if named.example_inputs is not None:
+        return named.example_inputs
+    return [np.zeros([d or 1 for d in t.shape], t.dtype) for t in named.inputs]
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from ..compiler.interpreter import ExecutionError, GraphRunner
+    from ..compiler.lower import GemmStep, HostStep, KernelStep, Transfer, trace_segments
+    from ..modelutil import as_model_1_3
+
+    named = open_model(args.model)
+    out = writable_dir(args.out, "--out")
+    runner = GraphRunner(as_model_1_3(named.model))
+    try:
+        with np.errstate(all="ignore"):
+            values = runner.trace(_example(named))
+    except ExecutionError as e:
+        raise CLIError(f"{args.model}: the reference cannot run the model on these inputs: {e}", 1) from e
+    segments = trace_segments(runner, values, args.dialect, not args.no_fusion)
+    ops = runner.model.main.operations
+    ext = ".cl" if args.dialect == "opencl" else ".cu"
+    lines, n = [], 0
+    for seg in segments:
+        if seg.start:
+            lines.append(f"-- from operation {seg.start}: specialised at run time on what earlier results decide")
+        for step in seg.steps:
+            if isinstance(step, KernelStep):
+                names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
+                (out / f"{n:03d}_{step.name}{ext}").write_text(step.source)
+                lines.append(f"step {n:3d} kernel {step.name} ({step.size} threads): {names}")
+            elif isinstance(step, GemmStep):
+                names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
+                lines.append(f"step {n:3d} gemm m={step.m} n={step.n} k={step.k} (tensors {step.args}): {names}")
+            elif isinstance(step, HostStep):
+                lines.append(f"step {n:3d} host   {step.op}:{ops[step.op].type.name}")
+            elif isinstance(step, Transfer):
+                lines.append(f"step {n:3d} {'upload' if step.to_device else 'download'} operand {step.tensor}")
+            n += 1
+    device, host = sum(s.device_ops for s in segments), sum(s.host_ops for s in segments)
+    kernels = sum(len(s.kernels) for s in segments)
+    lines.append(f"{device} operations in {kernels} device kernels, {host} on the host")
+    (out / "groups.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"written to {out}")
+    return 0

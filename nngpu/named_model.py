@@ -1,0 +1,115 @@
+"""A model together with the names, shapes and dtypes of its inputs and outputs: what
+`nngpu.Session`, `nngpu run` and `nngpu profile` work on, whatever the model came from.
+
+`load_model` accepts a `.tflite` file, a corpus-format `.json` / `.json.gz` file (its first case,
+with that case's inputs as the example), a HAL `Model` / `Model_1_3` (inputs named input0, ...),
+or anything that already has `.model`, `.inputs` and `.outputs` (an ImportedModel, a
+`nngpu.ModelBuilder` result)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .hal.types import Model, Model_1_3, OperandType
+from .modelutil import as_model_1_3
+
+
+class ModelLoadError(ValueError):
+    """The model cannot be read: a missing or malformed file, or a wrong schema."""
+
+
+@dataclass
+class IOTensor:
+    """One model input or output. A 0 in `shape` is an extent the request decides."""
+
+    name: str
+    shape: list[int]
+    dtype: np.dtype
+    scale: float = 0.0
+    zero_point: int = 0
+
+
+@dataclass
+class NamedModel:
+    model: Model | Model_1_3
+    inputs: list[IOTensor]
+    outputs: list[IOTensor]
+    description: str = ""
+    example_inputs: list[np.ndarray] | None = None   # a corpus case's own inputs
+    warnings: list[str] = field(default_factory=list)
+
+
+def describe(model: Model | Model_1_3, description: str = "") -> NamedModel:
+    """A HAL model with its inputs named input0, input1, ... and outputs output0, ..."""
+    from .ops.dtypes import dtype_of
+
+    main = as_model_1_3(model).main
+
+    def io(prefix: str, indexes: list[int]) -> list[IOTensor]:
+        res = []
+        for k, i in enumerate(indexes):
+            o = main.operands[i]
+            res.append(IOTensor(f"{prefix}{k}", list(o.dimensions), dtype_of(OperandType(o.type)), o.scale,
+                                o.zeroPoint))
+        return res
+
+    return NamedModel(model, io("input", main.inputIndexes), io("output", main.outputIndexes), description)
+
+
+def _from_json(path: Path) -> NamedModel:
+    from .json_models import build_model, case_inputs, load_file
+
+    try:
+        cases = load_file(path)
+        if not cases:
+            raise ModelLoadError(f"{path}: the file has no cases")
+        case = cases[0]
+        named = describe(build_model(case, flat=True), case.name)
+        named.example_inputs = case_inputs(case)
+    except ModelLoadError:
+        raise
+    except OSError as e:
+        raise ModelLoadError(f"cannot read {path}: {e.strerror or e}") from e
+    except (json.JSONDecodeError, UnicodeDecodeError, EOFError) as e:
+        raise ModelLoadError(f"{path}: not a JSON model file: {e}") from e
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        detail = f"missing field {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+        raise ModelLoadError(f"{path}: not in the corpus model schema ({detail})") from e
+    for example, t in zip(named.example_inputs, named.inputs):  # dynamic extents: the example decides
+        if example is not None:
+            t.shape = list(example.shape)
+    return named
+
+
+def _from_tflite(path: Path) -> NamedModel:
+    from .tflite import load_tflite
+
+    imported = load_tflite(path)  # TFLiteImportError: the caller reports it
+    about = f"{path.name}: {sum(imported.op_counts.values())} TFLite operators, {imported.folded} folded into constants"
+    return NamedModel(imported.model, imported.inputs, imported.outputs, about, None, imported.warnings)
+
+
+def load_model(source: Any) -> NamedModel:
+    """The NamedModel of a path or model object (see the module docstring)."""
+    if isinstance(source, NamedModel):
+        return source
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise ModelLoadError(f"{path}: no such file")
+        if path.suffix == ".tflite":
+            return _from_tflite(path)
+        if path.suffix == ".json" or path.name.endswith(".json.gz"):
+            return _from_json(path)
+        raise ModelLoadError(f"{path.name}: unknown model format (expected .tflite, .json or .json.gz)")
+    if isinstance(source, (Model, Model_1_3)):
+        return describe(source)
+    if all(hasattr(source, a) for a in ("model", "inputs", "outputs")):
+        return NamedModel(source.model, list(source.inputs), list(source.outputs),
+                          getattr(source, "description", ""), None, list(getattr(source, "warnings", [])))
+    raise TypeError(f"cannot make a model of a {type(source).__name__}: give a path, a HAL Model or a "
+                    f"ModelBuilder result")

@@ -1,0 +1,47 @@
+"""`nngpu run` honours every flag for every model kind: the demo, a corpus .json file and (in
+tests/tflite) a .tflite file."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nngpu.cli import main
+from nngpu.json_models import load_file
+
+DEMO = Path(__file__).resolve().parents[2] / "nngpu" / "data" / "demo_cnn.json"
+DEMO_SHAPE = (1, 8, 8, 3)
+
+
+def test_demo_inputs_by_name_and_outputs_by_name(capsys, tmp_path):
+    case = load_file(DEMO)[0]
+    np.savez(tmp_path / "in.npz", input0=np.full(DEMO_SHAPE, 0.5, np.float32))
+    out_dir = tmp_path / "outs"
+    assert main(["run", str(DEMO), "--backend", "numpy", "--repeat", "2", "--input", str(tmp_path / "in.npz"),
+                 "--save-outputs", str(out_dir), "--json", str(tmp_path / "report.json"), "--threads", "1"]) == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == ["output0.npy"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["steady"]["count"] == 2 and report["prepare_ms"] > 0 and report["first_run_ms"] > 0
+    assert report["placement"]["device_operations"] + report["placement"]["host_operations"] == \
+        len(case.raw["main"]["operations"])
+
+
+@pytest.mark.parametrize("model", [None, DEMO])
+def test_burst_and_warmup(capsys, model):
+    pytest.importorskip("nngpu.burst")
+    argv = ["run", *([str(model)] if model else []), "--backend", "numpy", "--burst", "--warmup", "0",
+            "--repeat", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "; burst" in out and "over 2 runs after 0 warm-up" in out
+
+
+def test_same_outputs_positional_and_by_name(capsys, tmp_path):
+    x = np.random.default_rng(1).uniform(size=DEMO_SHAPE).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for k, spec in enumerate([str(tmp_path / "x.npy"), f"input0={tmp_path / 'x.npy'}"]):
+        assert main(["run", "--backend", "numpy", "--repeat", "1", "--input", spec,
+                     "--save-outputs", str(tmp_path / str(k))]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "0" / "output0.npy"), np.load(tmp_path / "1" / "output0.npy"))

@@ -1,0 +1,93 @@
+"""What a user at a terminal sees: a progress bar on a tty and none in a log; Ctrl-C stops the
+command at once with exit 130. These run `nngpu` as a real child process."""
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+
+import pytest
+
+NNGPU = [sys.executable, "-m", "nngpu"]
+# Enough cases that the run outlasts the bar's half-second delay.
+CTS = ["cts", "--backend", "numpy", "-k", "conv,add,mul,pool", "--version", "V1_0,V1_1,V1_2", "--path", "sync"]
+
+
+def _terminal() -> tuple[int, int]:
+    """A pseudo-terminal of 120 columns, as a real one has a size: (our end, the child's)."""
+    ours, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    return ours, child
+
+
+def _read_all(fd: int, proc: subprocess.Popen, timeout: float = 120.0) -> bytes:
+    data, end = b"", time.monotonic() + timeout
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            data += chunk
+        elif proc.poll() is not None:
+            break
+    return data
+
+
+def test_progress_bar_on_a_terminal():
+    main, child = _terminal()
+    proc = subprocess.Popen([*NNGPU, *CTS], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=child)
+    os.close(child)
+    err = _read_all(main, proc).decode(errors="replace")
+    os.close(main)
+    assert proc.wait(60) == 0
+    assert "cts numpy" in err and "case/s" in err and "<" in err  # tqdm's rate and ETA
+
+
+def test_no_progress_bar_in_a_log():
+    done = subprocess.run([*NNGPU, *CTS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0
+    assert done.stderr == ""
+    assert "passed" in done.stdout
+
+
+def test_quiet_turns_the_bar_off_on_a_terminal():
+    main, child = _terminal()
+    proc = subprocess.Popen([*NNGPU, *CTS, "--quiet"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=child)
+    os.close(child)
+    err = _read_all(main, proc)
+    os.close(main)
+    assert proc.wait(60) == 0
+    assert err == b""
+
+
+def test_verbose_shows_the_driver_logs():
+    done = subprocess.run([*NNGPU, "run", "--backend", "numpy", "--repeat", "1", "-v"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0
+    assert "INFO nngpu." in done.stderr
+
+
+def test_ctrl_c_exits_130_at_once():
+    proc = subprocess.Popen([*NNGPU, *CTS[:-2], "--path", "all", "-k", ""], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # into the sweep
+    if proc.poll() is not None:
+        pytest.fail(f"the sweep ended before the interrupt: {proc.returncode}")
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 1.5
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["nngpu: interrupted"]
