@@ -73,11 +73,7 @@ def _interrupted() -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except KeyboardInterrupt:
-        _interrupted()
+    args = build_parser().parse_args(argv)
     _configure(args)
     name = f"nngpu {args.command}"
     try:

@@ -91,3 +91,27 @@ def test_ctrl_c_exits_130_at_once():
     assert time.monotonic() - sent < 1.5
     assert proc.returncode == 130
     assert err.strip().splitlines() == ["nngpu: interrupted"]
+
+
+def test_ctrl_c_during_a_cold_compile(tmp_path):
+    from nngpu.backends import device_backends
+    from nngpu.tflite.models import find_model
+
+    model = find_model("pose_detection")
+    if "opencl" not in device_backends() or model is None:
+        pytest.skip("needs the OpenCL backend and pose_detection (run ci/fetch-models.sh)")
+    # Empty kernel caches, nngpu's and PoCL's: the prepare compiles for many seconds.
+    env = {**os.environ, "NNGPU_CACHE_DIR": str(tmp_path / "k"), "XDG_CACHE_HOME": str(tmp_path / "x")}
+    proc = subprocess.Popen([*NNGPU, "run", str(model), "--backend", "opencl"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "x").glob("pocl/**/*")) and time.monotonic() < deadline:
+        time.sleep(0.1)  # PoCL writes its cache as it compiles
+    assert proc.poll() is None, "the run ended before its compile could be interrupted"
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 1.5
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["nngpu: interrupted"]
+    assert "prepare" not in out  # it stopped inside the prepare
