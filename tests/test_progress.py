@@ -22,15 +22,14 @@ def test_off_by_default_and_silent(capsys):
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize("backend", device_backends())
-def test_prepare_reports_each_kernel(backend, monkeypatch, tmp_path):
-    monkeypatch.setenv("NNGPU_CACHE_DIR", str(tmp_path))
-    bars: list[list[int]] = []
+def _record_bars(monkeypatch) -> dict[str, list[list[int]]]:
+    """Bars on, each recorded by description as [total, update, update, ...]."""
+    bars: dict[str, list[list[int]]] = {}
 
     @contextlib.contextmanager
     def recording_bar(total, desc, unit="it"):
         done = [total]
-        bars.append(done)
+        bars.setdefault(desc.split()[0], []).append(done)
 
         class Bar:
             def update(self, n=1):
@@ -39,11 +38,24 @@ def test_prepare_reports_each_kernel(backend, monkeypatch, tmp_path):
         yield Bar()
 
     monkeypatch.setattr(progress, "bar", recording_bar)
+    monkeypatch.setattr(progress, "_enabled", True)
+    return bars
+
+
+@pytest.mark.parametrize("backend", device_backends())
+def test_prepare_reports_each_kernel_and_the_first_run_each_step(backend, monkeypatch, tmp_path):
+    monkeypatch.setenv("NNGPU_CACHE_DIR", str(tmp_path))
+    recorded = _record_bars(monkeypatch)
     with Session(DEMO, backend) as s:
         segments = s.prepared.executor._last
+        bars = recorded.pop("compiling")
+        s.run(s.named.example_inputs)
+        s.run(s.named.example_inputs)
+    steps = sum(len(seg.steps) for seg in segments)
+    assert recorded == {"first": [[steps] + [1] * steps]}  # the first run only, step by step
     kernels = sum(len(seg.kernels) for seg in segments)
     assert kernels > 0
-    assert sum(b[0] for b in bars) == kernels          # the totals announced
+    assert sum(b[0] for b in bars) == kernels          # the kernels announced
     assert all(sum(b[1:]) == b[0] for b in bars)       # and every kernel reported done
     per_unit = s.device.backend.kernels_per_unit
     if per_unit:

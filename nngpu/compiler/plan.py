@@ -104,6 +104,7 @@ class Segment:
                 bar.update(len(names))
         self.steps = [self._compile(s) for s in spec.steps]
         self.barrier = None
+        self.ran = False                # the first run reports progress
         if spec.stop is not None:
             self.barrier = Barrier(spec.stop.values, spec.stop.shapes, self._next, self._host_rest, plan.limit)
 
@@ -131,6 +132,16 @@ class Segment:
         return self.plan.host_rest(self.spec.stop.at, self.spec.known, self.buffers)
 
     def run(self, state: _State, deadline_ns: int | None) -> None:
+        first, self.ran = not self.ran, True
+        if first and progress.enabled():
+            # A driver may finish compiling a kernel at its first launch (PoCL does, for seconds):
+            # step by step, so the bar moves with that work.
+            with progress.bar(len(self.steps), "first run", "step") as bar:
+                self._run(state, deadline_ns, bar)
+        else:
+            self._run(state, deadline_ns, None)
+
+    def _run(self, state: _State, deadline_ns: int | None, bar: progress.Bar | None) -> None:
         backend, plan = self.plan.backend, self.plan
         prof = profiling.current  # None unless recording
         for i, step in enumerate(self.steps):
@@ -149,6 +160,9 @@ class Segment:
                 plan.host_step(state, self, step[1], deadline_ns)
             if prof:
                 prof.step(self, i, start, state)
+            if bar is not None:
+                backend.synchronize()
+                bar.update(1)
 
     def download(self, t: int, buf) -> np.ndarray:
         shape = self.spec.known.shapes[t]
