@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..hal.types import BufferDesc, BufferRole, Operand
 from ..modelutil import merge_dims
+from ..ops.dtypes import is_tensor
 from .buffer import Role
 
 
@@ -58,4 +59,6 @@ def plan_buffer(desc: BufferDesc, prepared_models: list, input_roles: list[Buffe
                 raise AllocateError(f"{io} role {role.ioIndex} dimensions {candidate.dimensions} conflict with {dims}")
             dims = merged
     assert operand is not None
+    if not is_tensor(operand.type) and desc.dimensions:
+        raise AllocateError(f"dimensions {list(desc.dimensions)} for a scalar role")
     return BufferPlan(operand, dims, seen)

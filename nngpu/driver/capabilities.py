@@ -13,7 +13,8 @@ from ..hal.types import (
 
 # Operand types each HAL version knows (OEM types included, as the reference drivers list them).
 _TYPES_1_2 = [t for t in OperandType if t <= OperandType.TENSOR_QUANT8_SYMM or t >= OperandType.OEM]
-_TYPES_1_3 = sorted(OperandType)
+# SUBGRAPH is no data type: VTS requires it to be absent from operandPerformance.
+_TYPES_1_3 = sorted(t for t in OperandType if t != OperandType.SUBGRAPH)
 
 
 def _operand_performance(types, info: PerformanceInfo) -> list[OperandPerformance]:

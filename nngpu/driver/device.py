@@ -19,6 +19,7 @@ from ..hal.types import (
     Model,
     Model_1_3,
     OperandLifeTime,
+    OptionalTimePoint,
     PerformanceInfo,
     Subgraph,
     Priority,
@@ -30,6 +31,7 @@ from ..validation import ValidationError, validate_execution_preference, validat
 from .allocate import AllocateError, plan_buffer
 from .buffer import BufferTable, DeviceBuffer
 from .capabilities import capabilities
+from .deadline import deadline_ns, passed
 from ..compiler.interpreter import GraphRunner
 from .prepared_model import PreparedModel
 
@@ -150,7 +152,7 @@ class Device(IDevice):
         return as_model_1_3(model)
 
     def _prepare(self, model, version: HalVersion, callback, preference=ExecutionPreference.FAST_SINGLE_ANSWER,
-                 priority=Priority.MEDIUM) -> ErrorStatus:
+                 priority=Priority.MEDIUM, deadline: OptionalTimePoint | None = None) -> ErrorStatus:
         v = int(version)
         if callback is None or not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
             return ErrorStatus.INVALID_ARGUMENT
@@ -158,6 +160,7 @@ class Device(IDevice):
             with profiling.span("prepare", "validate"):
                 validate_execution_preference(preference)
                 validate_priority(priority)
+                limit = deadline_ns(deadline)
                 m = self._validated(model, version)
             m = copy.deepcopy(m) if not m.pools else _copy_graphs(m)
         except ValidationError as e:
@@ -167,6 +170,9 @@ class Device(IDevice):
         unsupported = [k for k, op in enumerate(m.main.operations) if not self.supports(m, op)]
 
         def work() -> None:
+            if passed(limit):  # queued past its deadline (or given one already passed)
+                _notify(callback, v, ErrorStatus.MISSED_DEADLINE_PERSISTENT, None)
+                return
             if unsupported:
                 log.info("prepareModel: operations %s are not supported", unsupported)
                 _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
@@ -177,6 +183,9 @@ class Device(IDevice):
                     prepared = PreparedModel(self._compile(GraphRunner(m, version)), self._resolve_token)
                 log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
                          (time.perf_counter() - t0) * 1e3)
+                if passed(limit):  # compiled too late to be of use
+                    _notify(callback, v, ErrorStatus.MISSED_DEADLINE_TRANSIENT, None)
+                    return
             except Exception:
                 log.exception("prepareModel failed")
                 _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
@@ -202,7 +211,7 @@ class Device(IDevice):
         return self._prepare(model, HalVersion.V1_2, callback, preference)
 
     def prepareModel_1_3(self, model, preference, priority, deadline, modelCache, dataCache, token, callback):
-        return self._prepare(model, HalVersion.V1_3, callback, preference, priority)
+        return self._prepare(model, HalVersion.V1_3, callback, preference, priority, deadline)
 
     def prepareModelFromCache(self, modelCache, dataCache, token, callback):
         _notify(callback, 12, ErrorStatus.GENERAL_FAILURE, None)  # no compilation cache yet

@@ -16,6 +16,7 @@ from ..hal.types import (
     LoopTimeoutDurationNs,
     MeasureTiming,
     MemoryPool,
+    OptionalTimePoint,
     OutputShape,
     Request,
     Timing,
@@ -26,6 +27,7 @@ from ..modelutil import fully_specified, merge_dims, nbytes_of
 from ..ops.dtypes import dtype_of, is_tensor
 from ..validation import ValidationError, validate_request
 from .buffer import BufferUsageError
+from .deadline import deadline_ns, passed
 from ..compiler.executor import Executor
 from ..compiler.interpreter import ExecutionError
 
@@ -75,7 +77,24 @@ def _pools(request: Request, resolve_token) -> list[PoolView]:
 def _check_token_argument(buffer, arg, executor, io: str, k: int) -> None:
     if arg.location.offset != 0 or arg.location.length != 0:
         raise ValidationError(f"{io} {k}: a device buffer argument must have offset 0 and length 0")
+    if arg.dimensions and merge_dims(buffer.dims, arg.dimensions) is None:
+        raise ValidationError(f"{io} {k}: dimensions {list(arg.dimensions)} conflict with the device buffer's "
+                              f"{buffer.dims}")
     buffer.check_role(executor, io, k)
+
+
+def _check_token_sharing(request: Request, pools: list[PoolView]) -> None:
+    """A device buffer written by an output is that request's only use of it (MemoryDomainTests:
+    several inputs may read one buffer, but it cannot be an input and an output, or two outputs)."""
+    uses: dict[int, list[str]] = {}
+    for io, args in (("input", request.inputs), ("output", request.outputs)):
+        for k, arg in enumerate(args):
+            buffer = None if arg.hasNoValue else pools[arg.location.poolIndex].buffer
+            if buffer is not None:
+                uses.setdefault(id(buffer), []).append(f"{io} {k}")
+    for names in uses.values():
+        if len(names) > 1 and any(n.startswith("output") for n in names):
+            raise ValidationError(f"one device buffer is used by {' and '.join(names)}")
 
 
 def _read_inputs(executor: Executor, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
@@ -121,8 +140,9 @@ def _write_outputs(request: Request, pools: list[PoolView], outputs: list[np.nda
             continue
         pool = pools[arg.location.poolIndex]
         if pool.buffer is not None:
-            if not pool.buffer.can_hold(value):
-                return _fail(ErrorStatus.INVALID_ARGUMENT, f"output {k}: device buffer does not match")
+            if not pool.buffer.can_hold(value):  # known only now: not the request's fault
+                return _fail(ErrorStatus.GENERAL_FAILURE, f"output {k}: shape {shapes[k].dimensions} does not "
+                                                          f"fit the device buffer's {pool.buffer.dims}")
             continue
         if arg.location.length < value.nbytes:
             shapes[k].isSufficient = False
@@ -151,6 +171,7 @@ class Pending:
     inputs: list[np.ndarray | None]
     t0: int
     loop_timeout_ns: int = int(LoopTimeoutDurationNs.DEFAULT)
+    deadline_ns: int | None = None      # the request's deadline (time.monotonic_ns), if any
 
     def finish(self) -> Result:
         result = self._finish()
@@ -164,12 +185,18 @@ class Pending:
     def _finish(self) -> Result:
         try:
             t1 = time.perf_counter_ns()
+            if passed(self.deadline_ns):  # an async execution that waited past its deadline
+                return _fail(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "the deadline passed before the execution began")
             deadline = time.monotonic_ns() + self.loop_timeout_ns
+            if self.deadline_ns is not None:  # a WHILE loop also stops at the request's deadline
+                deadline = min(deadline, self.deadline_ns)
             # Device-buffer outputs may stay on the device (no host round trip).
             out_buffers = {k: self.pools[a.location.poolIndex].buffer for k, a in enumerate(self.request.outputs)
                            if not a.hasNoValue and self.pools[a.location.poolIndex].buffer is not None}
             outputs = self.executor.execute(self.inputs, out_buffers, deadline)
             t2 = time.perf_counter_ns()
+            if passed(self.deadline_ns):  # too late: no outputs are written
+                return _fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "the execution finished after its deadline")
             failed = _write_outputs(self.request, self.pools, outputs)
         except ExecutionError as e:
             return _fail(e.status, str(e))
@@ -189,7 +216,8 @@ class Pending:
 
 
 def begin(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
-          resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None) -> Pending | Result:
+          resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
+          deadline: OptionalTimePoint | None = None) -> Pending | Result:
     """Validate `request` and read its inputs: a Pending to finish, or the failure Result."""
     t0 = time.perf_counter_ns()
     try:
@@ -199,12 +227,14 @@ def begin(executor: Executor, request: Request, measure: MeasureTiming = Measure
             loop_timeout_ns = int(LoopTimeoutDurationNs.DEFAULT)
         elif not 0 <= loop_timeout_ns <= LoopTimeoutDurationNs.MAXIMUM:
             raise ValidationError(f"loop timeout {loop_timeout_ns} ns outside [0, MAXIMUM]")
+        limit = deadline_ns(deadline)
         validate_request(request, executor.model)
         pools = _pools(request, resolve_token)
         for k, arg in enumerate(request.outputs):
             pool = pools[arg.location.poolIndex] if not arg.hasNoValue else None
             if pool is not None and pool.buffer is not None:
                 _check_token_argument(pool.buffer, arg, executor, "output", k)
+        _check_token_sharing(request, pools)
         inputs = _read_inputs(executor, request, pools)
     except (ValidationError, MemoryError_) as e:
         return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
@@ -213,11 +243,14 @@ def begin(executor: Executor, request: Request, measure: MeasureTiming = Measure
     except Exception as e:  # malformed objects of any kind are the caller's error
         log.exception("request could not be read")
         return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
-    return Pending(executor, request, measure, pools, inputs, t0, loop_timeout_ns)
+    if passed(limit):
+        return _fail(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "the deadline passed before the execution began")
+    return Pending(executor, request, measure, pools, inputs, t0, loop_timeout_ns, limit)
 
 
 def run(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
-        resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None) -> Result:
+        resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
+        deadline: OptionalTimePoint | None = None) -> Result:
     """Execute `request` on a prepared model's executor. Never raises."""
-    pending = begin(executor, request, measure, resolve_token, loop_timeout_ns)
+    pending = begin(executor, request, measure, resolve_token, loop_timeout_ns, deadline)
     return pending if isinstance(pending, Result) else pending.finish()

@@ -15,6 +15,7 @@ log = logging.getLogger("nngpu.prepared_model")
 
 # Asynchronous executions share one pool: enough workers for concurrent clients on 2 cores.
 _EXEC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="nngpu-exec")
+_MISSED = (ErrorStatus.MISSED_DEADLINE_TRANSIENT, ErrorStatus.MISSED_DEADLINE_PERSISTENT)
 
 
 def _notify(callback: IExecutionCallback, result: Result, version: int) -> None:
@@ -42,17 +43,21 @@ class PreparedModel(IPreparedModel):
     def model(self):
         return self.executor.model
 
-    def _run(self, request: Request, measure: MeasureTiming, loop_timeout: OptionalTimeoutDuration | None = None) -> Result:
-        return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
+    def _run(self, request: Request, measure: MeasureTiming, loop_timeout: OptionalTimeoutDuration | None = None,
+             deadline: OptionalTimePoint | None = None) -> Result:
+        return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout), deadline)
 
     def _launch(self, request: Request, measure: MeasureTiming, callback, version: int,
-                loop_timeout: OptionalTimeoutDuration | None = None) -> ErrorStatus:
+                loop_timeout: OptionalTimeoutDuration | None = None,
+                deadline: OptionalTimePoint | None = None) -> ErrorStatus:
         if callback is None or not hasattr(callback, "notify"):
             return ErrorStatus.INVALID_ARGUMENT
-        pending = begin(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout))
-        if isinstance(pending, Result):  # a bad request: reported by the return value and the callback
+        pending = begin(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout), deadline)
+        if isinstance(pending, Result):
             _notify(callback, pending, version)
-            return pending.status
+            # A bad request is reported by the return value and the callback; a missed deadline,
+            # like any failure while executing, by the callback (VTS QualityOfServiceTests).
+            return ErrorStatus.NONE if pending.status in _MISSED else pending.status
         try:
             _EXEC_POOL.submit(lambda: _notify(callback, pending.finish(), version))
         except RuntimeError:  # interpreter shutting down
@@ -78,10 +83,11 @@ class PreparedModel(IPreparedModel):
             return ErrorStatus.GENERAL_FAILURE, None
         return configure_burst(self, callback, requestChannel, resultChannel)
 
-    # 1.3 (deadlines are accepted and not enforced)
+    # 1.3: deadlines are checked before an execution starts, bound its WHILE loops, and make a
+    # late result MISSED_DEADLINE_TRANSIENT (no outputs written)
     def execute_1_3(self, request, measure, deadline: OptionalTimePoint, loopTimeoutDuration: OptionalTimeoutDuration,
                     callback) -> ErrorStatus:
-        return self._launch(request, measure, callback, 13, loopTimeoutDuration)
+        return self._launch(request, measure, callback, 13, loopTimeoutDuration, deadline)
 
     def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
-        return self._run(request, measure, loopTimeoutDuration).as_tuple()
+        return self._run(request, measure, loopTimeoutDuration, deadline).as_tuple()

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..hal.types import ErrorStatus, LoopTimeoutDurationNs, OperandType as T, OperationType
+from ..hal.types import ErrorStatus, LoopTimeoutDurationNs, Operand, OperandType as T, OperationType, Subgraph
 from .node import DataDependent
 from .registry import HalVersion, OpContext, OpError, OpSpec, register
 
@@ -59,25 +59,77 @@ def _while(ctx: OpContext) -> list[np.ndarray]:
     return values[:m]
 
 
+def _extra(o: Operand) -> tuple | None:
+    """extraParams as a comparable value (an empty union is none)."""
+    e = o.extraParams
+    if e is None or (e.channelQuant is None and e.extension is None):
+        return None
+    q = e.channelQuant
+    return (None if q is None else (tuple(q.scales), q.channelDim)), e.extension
+
+
+def _check_compatible(inner: Operand, outer: Operand, what: str) -> None:
+    """The spec's signature rule for IF / WHILE: the same type, rank and dimensions (where both
+    specify them), scale, zeroPoint and extraParams."""
+    problem = None
+    if inner.type != outer.type:
+        problem = f"type {T(inner.type).name} != {T(outer.type).name}"
+    elif inner.dimensions and outer.dimensions and (
+            len(inner.dimensions) != len(outer.dimensions)
+            or any(a and b and a != b for a, b in zip(inner.dimensions, outer.dimensions))):
+        problem = f"dimensions {list(inner.dimensions)} != {list(outer.dimensions)}"
+    elif inner.scale != outer.scale or inner.zeroPoint != outer.zeroPoint:
+        problem = f"scale / zeroPoint {inner.scale}/{inner.zeroPoint} != {outer.scale}/{outer.zeroPoint}"
+    elif _extra(inner) != _extra(outer):
+        problem = "extraParams differ"
+    if problem:
+        raise OpError(f"{what}: {problem}")
+
+
+def _check_condition(o: Operand, what: str) -> None:
+    if o.type != T.TENSOR_BOOL8 or list(o.dimensions) != [1]:
+        raise OpError(f"{what} must be a TENSOR_BOOL8 of shape [1]")
+
+
+def _io(g: Subgraph) -> tuple[list[Operand], list[Operand]]:
+    return [g.operands[i] for i in g.inputIndexes], [g.operands[i] for i in g.outputIndexes]
+
+
 def _validate_if(ctx: OpContext) -> None:
+    _check_condition(ctx.in_operand(0), "IF condition")
     if ctx.subgraphs is None:
         return
-    for i in (1, 2):
-        g = ctx.subgraphs[_subgraph_index(ctx, i)]
-        if len(g.inputIndexes) != ctx.num_inputs - 3 or len(g.outputIndexes) != ctx.num_outputs:
-            raise OpError(f"IF branch {i} has the wrong number of inputs or outputs")
+    outer_in = [ctx.in_operand(i) for i in range(3, ctx.num_inputs)]
+    outer_out = [ctx.out_operand(i) for i in range(ctx.num_outputs)]
+    for i, branch in ((1, "then"), (2, "else")):
+        ins, outs = _io(ctx.subgraphs[_subgraph_index(ctx, i)])
+        if len(ins) != len(outer_in) or len(outs) != len(outer_out):
+            raise OpError(f"IF {branch} branch has the wrong number of inputs or outputs")
+        for k, (inner, outer) in enumerate(zip(ins, outer_in)):
+            _check_compatible(inner, outer, f"IF {branch} branch input {k}")
+        for k, (inner, outer) in enumerate(zip(outs, outer_out)):
+            _check_compatible(inner, outer, f"IF {branch} branch output {k}")
 
 
 def _validate_while(ctx: OpContext) -> None:
     if ctx.subgraphs is None:
         return
-    cond = ctx.subgraphs[_subgraph_index(ctx, 0)]
-    body = ctx.subgraphs[_subgraph_index(ctx, 1)]
-    n_in = ctx.num_inputs - 2
-    if len(cond.inputIndexes) != n_in or len(cond.outputIndexes) != 1:
+    cond_in, cond_out = _io(ctx.subgraphs[_subgraph_index(ctx, 0)])
+    body_in, body_out = _io(ctx.subgraphs[_subgraph_index(ctx, 1)])
+    outer_in = [ctx.in_operand(i) for i in range(2, ctx.num_inputs)]
+    m = ctx.num_outputs
+    if len(cond_in) != len(outer_in) or len(cond_out) != 1:
         raise OpError("WHILE condition subgraph has the wrong signature")
-    if len(body.inputIndexes) != n_in or not ctx.num_outputs <= len(body.outputIndexes) <= n_in:
+    if len(body_in) != len(outer_in) or not m <= len(body_out) <= len(outer_in):
         raise OpError("WHILE body subgraph has the wrong signature")
+    _check_condition(cond_out[0], "WHILE condition output")
+    for k, outer in enumerate(outer_in):
+        _check_compatible(cond_in[k], outer, f"WHILE condition input {k}")
+        _check_compatible(body_in[k], outer, f"WHILE body input {k}")
+    for k in range(m):
+        _check_compatible(body_out[k], ctx.out_operand(k), f"WHILE body output {k}")
+    for k, out in enumerate(body_out):  # input-output and state-only values loop back
+        _check_compatible(body_in[k], out, f"WHILE body input {k} against body output {k}")
 
 
 def _if_shape(node: OpContext) -> list[tuple[int, ...]]:

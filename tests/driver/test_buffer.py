@@ -27,6 +27,8 @@ from nngpu.memory import allocate_shared
 from nngpu.modelutil import as_model_1_3
 from nngpu.testing import output, scalar, single_op_model, tensor
 
+from ..compiler.model_builder import ModelBuilder
+
 SHAPE = (2, 3)
 
 
@@ -102,6 +104,20 @@ def test_allocate_rejects_conflicting_roles(dev, other):
     assert status == (ErrorStatus.INVALID_ARGUMENT, None, 0)
     same = prepare(dev, T.TENSOR_QUANT8_ASYMM, SHAPE, 0.5, 3)
     assert dev.allocate(BufferDesc([]), [base, same], [BufferRole(0, 0, 1.0)], [BufferRole(1, 0, 1.0)])[0] == ErrorStatus.NONE
+
+
+def test_allocate_rejects_dimensions_for_a_scalar_role(dev):
+    b = ModelBuilder()
+    x, act = b.input(T.TENSOR_FLOAT32, SHAPE), b.input(T.INT32, [])
+    b.output(b.op(Op.ADD, [x, x, act], T.TENSOR_FLOAT32, SHAPE))
+    model = b.build()
+    cb = PreparedModelCallback()
+    dev.prepareModel_1_3(model, ExecutionPreference.FAST_SINGLE_ANSWER, 1, OptionalTimePoint(), [], [], bytes(32), cb)
+    status, scalar_pm = cb.get(30)
+    assert status == ErrorStatus.NONE
+    role = [BufferRole(0, 1, 1.0)]  # the activation, an INT32 scalar input
+    assert dev.allocate(BufferDesc([1]), [scalar_pm], role, []) == (ErrorStatus.INVALID_ARGUMENT, None, 0)
+    assert dev.allocate(BufferDesc([]), [scalar_pm], role, [])[0] == ErrorStatus.NONE
 
 
 def test_copies(dev, pm):

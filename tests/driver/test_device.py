@@ -32,7 +32,12 @@ def test_capabilities_every_version():
         types = [p.type for p in caps.operandPerformance]
         assert status == ErrorStatus.NONE and types == sorted(types) and len(set(types)) == len(types)
         assert all(p.info.execTime > 0 and p.info.powerUsage > 0 for p in caps.operandPerformance)
-    assert isinstance(dev.getCapabilities_1_3()[1], Capabilities)
+    caps = dev.getCapabilities_1_3()[1]
+    assert isinstance(caps, Capabilities)
+    assert T.SUBGRAPH not in [p.type for p in caps.operandPerformance]  # VTS: no data type
+    assert all(p.execTime > 0 and p.powerUsage > 0 for p in (
+        caps.ifPerformance, caps.whilePerformance, caps.relaxedFloat32toFloat16PerformanceScalar,
+        caps.relaxedFloat32toFloat16PerformanceTensor))
     assert T.TENSOR_QUANT8_ASYMM_SIGNED in [p.type for p in dev.getCapabilities_1_3()[1].operandPerformance]
     assert T.TENSOR_QUANT8_ASYMM_SIGNED not in [p.type for p in dev.getCapabilities_1_2()[1].operandPerformance]
 
