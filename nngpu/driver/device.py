@@ -6,7 +6,6 @@ import copy
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from .. import __version__, backends, profiling
 from ..compiler.plan import Plan
@@ -34,10 +33,11 @@ from .capabilities import capabilities
 from .deadline import deadline_ns, passed
 from ..compiler.interpreter import GraphRunner
 from .prepared_model import PreparedModel
+from .work_queue import PriorityPool
 
 log = logging.getLogger("nngpu.device")
 
-_PREPARE_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nngpu-prepare")
+_PREPARE_POOL = PriorityPool(4, "nngpu-prepare")
 
 _NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
 
@@ -180,7 +180,7 @@ class Device(IDevice):
             try:
                 t0 = time.perf_counter()
                 with profiling.span("prepare", "build executor", backend=self.backend_name):
-                    prepared = PreparedModel(self._compile(GraphRunner(m, version)), self._resolve_token)
+                    prepared = PreparedModel(self._compile(GraphRunner(m, version)), self._resolve_token, priority)
                 log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
                          (time.perf_counter() - t0) * 1e3)
                 if passed(limit):  # compiled too late to be of use
@@ -192,7 +192,7 @@ class Device(IDevice):
                 return
             _notify(callback, v, ErrorStatus.NONE, prepared)
 
-        _PREPARE_POOL.submit(work)
+        _PREPARE_POOL.submit(work, priority)
         return ErrorStatus.NONE
 
     def _compile(self, runner: GraphRunner):

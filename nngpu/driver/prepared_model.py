@@ -3,18 +3,19 @@ executable from any thread."""
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from ..hal.interfaces import IExecutionCallback, IPreparedModel
-from ..hal.types import ErrorStatus, MeasureTiming, OptionalTimePoint, OptionalTimeoutDuration, Request, Timing
+from ..hal.types import ErrorStatus, MeasureTiming, OptionalTimePoint, OptionalTimeoutDuration, Priority, Request
 from .execution import Result, begin, run
 from ..compiler.executor import Executor
+from .work_queue import PriorityPool
 
 log = logging.getLogger("nngpu.prepared_model")
 
-# Asynchronous executions share one pool: enough workers for concurrent clients on 2 cores.
-_EXEC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="nngpu-exec")
+# Asynchronous executions share one pool: enough workers for concurrent clients on 2 cores; the
+# executions of higher-priority models go first.
+_EXEC_POOL = PriorityPool(8, "nngpu-exec")
 _MISSED = (ErrorStatus.MISSED_DEADLINE_TRANSIENT, ErrorStatus.MISSED_DEADLINE_PERSISTENT)
 
 
@@ -35,9 +36,11 @@ def _nanoseconds(duration: OptionalTimeoutDuration | None) -> int | None:
 
 
 class PreparedModel(IPreparedModel):
-    def __init__(self, executor: Executor, resolve_token: Callable[[int], Any] | None = None):
+    def __init__(self, executor: Executor, resolve_token: Callable[[int], Any] | None = None,
+                 priority: int = Priority.MEDIUM):
         self.executor = executor
         self.resolve_token = resolve_token
+        self.priority = priority    # of prepareModel_1_3: orders this model's waiting executions
 
     @property
     def model(self):
@@ -58,11 +61,7 @@ class PreparedModel(IPreparedModel):
             # A bad request is reported by the return value and the callback; a missed deadline,
             # like any failure while executing, by the callback (VTS QualityOfServiceTests).
             return ErrorStatus.NONE if pending.status in _MISSED else pending.status
-        try:
-            _EXEC_POOL.submit(lambda: _notify(callback, pending.finish(), version))
-        except RuntimeError:  # interpreter shutting down
-            _notify(callback, Result(ErrorStatus.DEVICE_UNAVAILABLE, [], Timing()), version)
-            return ErrorStatus.DEVICE_UNAVAILABLE
+        _EXEC_POOL.submit(lambda: _notify(callback, pending.finish(), version), self.priority)
         return ErrorStatus.NONE
 
     # 1.0
