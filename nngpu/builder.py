@@ -14,7 +14,7 @@ import numpy as np
 from .hal.types import (DataLocation, FusedActivationFunc, Model_1_3, Operand, OperandLifeTime as L,
                         OperandType as T, Operation, OperationType, Subgraph)
 from .modelutil import count_consumers
-from .named_model import IOTensor, NamedModel
+from .named_model import NamedModel, io_tensor
 from .ops import load_all
 from .ops.dtypes import QUANT_TENSORS, dtype_of, is_tensor
 from .ops.node import DataDependent, NeedsValue, OpNode
@@ -277,8 +277,7 @@ class ModelBuilder:
             validate_model(model)
         except ValidationError as e:
             raise ValueError(f"invalid model: {e}") from None
-        named = [[IOTensor(n, list(operands[i].dimensions), dtype_of(operands[i].type), operands[i].scale,
-                           operands[i].zeroPoint) for n, i in io] for io in (self._inputs, self._outputs)]
+        named = [[io_tensor(n, operands[i]) for n, i in io] for io in (self._inputs, self._outputs)]
         return NamedModel(model, *named)
 
 

@@ -193,12 +193,11 @@ def build_request(case: TestCase, output_slack: int = 0) -> Execution:
     """Inputs written into one pool, outputs given room in another (at least 1 byte each)."""
     main = case.raw["main"]
     in_args, in_bytes = [], bytearray()
-    for idx in main["inputIndexes"]:
-        o = main["operands"][idx]
-        if not o["data"]:  # the corpus marks an omitted optional input by empty data
+    for value in case_inputs(case):
+        if value is None:  # the corpus marks an omitted optional input by empty data
             in_args.append(RequestArgument(hasNoValue=True))
             continue
-        data = to_array(o["data"], OperandType[o["type"]], o["dimensions"]).tobytes()
+        data = value.tobytes()
         off = _align(len(in_bytes))
         in_bytes.extend(b"\0" * (off - len(in_bytes)))
         in_bytes.extend(data)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .hal.types import Model, Model_1_3, OperandType
+from .hal.types import Model, Model_1_3, Operand, OperandType
 from .modelutil import as_model_1_3
 
 
@@ -33,8 +33,31 @@ class IOTensor:
     zero_point: int = 0
 
 
+def io_tensor(name: str, operand: Operand) -> IOTensor:
+    """The IOTensor of a model input or output operand."""
+    from .ops.dtypes import dtype_of
+
+    return IOTensor(name, list(operand.dimensions), dtype_of(OperandType(operand.type)), operand.scale,
+                    operand.zeroPoint)
+
+
+class NamedIO:
+    """`input_names` / `output_names` of anything with `inputs` and `outputs` IOTensor lists."""
+
+    inputs: list[IOTensor]
+    outputs: list[IOTensor]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [t.name for t in self.outputs]
+
+
 @dataclass
-class NamedModel:
+class NamedModel(NamedIO):
     model: Model | Model_1_3
     inputs: list[IOTensor]
     outputs: list[IOTensor]
@@ -45,17 +68,10 @@ class NamedModel:
 
 def describe(model: Model | Model_1_3, description: str = "") -> NamedModel:
     """A HAL model with its inputs named input0, input1, ... and outputs output0, ..."""
-    from .ops.dtypes import dtype_of
-
     main = as_model_1_3(model).main
 
     def io(prefix: str, indexes: list[int]) -> list[IOTensor]:
-        res = []
-        for k, i in enumerate(indexes):
-            o = main.operands[i]
-            res.append(IOTensor(f"{prefix}{k}", list(o.dimensions), dtype_of(OperandType(o.type)), o.scale,
-                                o.zeroPoint))
-        return res
+        return [io_tensor(f"{prefix}{k}", main.operands[i]) for k, i in enumerate(indexes)]
 
     return NamedModel(model, io("input", main.inputIndexes), io("output", main.outputIndexes), description)
 

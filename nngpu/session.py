@@ -20,7 +20,7 @@ from .driver.device import Device
 from .hal.types import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTiming, Model_1_3,
                         OptionalTimeoutDuration, OptionalTimePoint, Priority, Request, RequestArgument)
 from .memory import Memory, allocate_shared
-from .named_model import IOTensor, NamedModel, load_model
+from .named_model import IOTensor, NamedIO, NamedModel, load_model
 
 
 class ExecutionError(RuntimeError):
@@ -105,7 +105,7 @@ def check_inputs(inputs: Sequence[IOTensor], feeds: Mapping[str, Any] | Sequence
     return res
 
 
-class Session:
+class Session(NamedIO):
     """One prepared model plus reusable request pools. `burst=True` executes through an
     ExecutionBurstController (nngpu.burst) kept open for the session's life."""
 
@@ -132,14 +132,6 @@ class Session:
 
             self._burst_cm = ExecutionBurstController.create(self.prepared)
             self.burst = self._burst_cm.__enter__()
-
-    @property
-    def input_names(self) -> list[str]:
-        return [t.name for t in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [t.name for t in self.outputs]
 
     def close(self) -> None:
         if self._burst_cm is not None:

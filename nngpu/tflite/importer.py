@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..hal.types import Model, Model_1_3, OperandLifeTime
-from ..named_model import IOTensor
+from ..named_model import IOTensor, NamedIO
 from .context import OpCtx, OperandTable
 from .errors import TFLiteImportError, UnsupportedOperatorError
 from .fold import FoldError, fold_constants
@@ -24,7 +24,7 @@ L = OperandLifeTime
 
 
 @dataclass
-class ImportedModel:
+class ImportedModel(NamedIO):
     model: Model | Model_1_3
     inputs: list[IOTensor]
     outputs: list[IOTensor]
@@ -33,14 +33,6 @@ class ImportedModel:
     description: str = ""
     op_counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # options TFLite itself ignores, by operator
-
-    @property
-    def input_names(self) -> list[str]:
-        return [t.name for t in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [t.name for t in self.outputs]
 
     def __iter__(self):  # `model, input_names, output_names = load_tflite(path)`
         return iter((self.model, self.input_names, self.output_names))
