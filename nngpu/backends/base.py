@@ -6,14 +6,17 @@ are opaque handles; `upload` / `download` move bytes between them and host numpy
 of shared-memory pools, so a pool is copied once, with no staging copy in between)."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import hashlib
 import logging
 import os
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -69,8 +72,16 @@ def _write_atomically(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:  # absent, or removed by `nngpu cache clear` meanwhile
+        return None
+
+
+@functools.lru_cache(maxsize=None)
 def kernel_template(name: str) -> str:
-    """A hand-written kernel from the top-level kernels/ folder (or the installed copy)."""
+    """A hand-written kernel from the top-level kernels/ folder (or the installed copy), read once."""
     here = Path(__file__).resolve()
     for base in (here.parents[2] / "kernels", here.parents[1] / "kernels"):
         if (base / name).exists():
@@ -86,6 +97,30 @@ def cache_key(*parts: str) -> str:
     return h.hexdigest()[:32]
 
 
+@dataclass
+class ProgramSet:
+    """The compiled programs of one prepared model, as binaries by cache key: `given` ones (from
+    a compilation cache) are loaded instead of built; `used` collects every program the model
+    compiles or loads, for saving to a compilation cache."""
+
+    given: Mapping[str, bytes] = field(default_factory=dict)
+    used: dict[str, bytes] = field(default_factory=dict)
+    built: int = 0      # programs that had to be compiled from source
+
+
+_PROGRAMS: contextvars.ContextVar[ProgramSet | None] = contextvars.ContextVar("nngpu_programs", default=None)
+
+
+@contextlib.contextmanager
+def compiling_for(programs: ProgramSet) -> Iterator[None]:
+    """Route the compiles in this block (this thread) through `programs`."""
+    token = _PROGRAMS.set(programs)
+    try:
+        yield
+    finally:
+        _PROGRAMS.reset(token)
+
+
 class Backend(ABC):
     name: str
     dialect: str | None     # "opencl" | "cuda": which C the renderer writes for it; None: no kernels
@@ -94,7 +129,7 @@ class Backend(ABC):
     kernels_per_unit: int | None = None   # kernels per compiled program (None: a segment's all)
 
     def __init__(self) -> None:
-        self._programs: dict[str, Any] = {}
+        self._programs: dict[str, tuple[Any, bytes]] = {}   # key -> (loaded program, its binary)
         self._compile_lock = threading.Lock()
 
     # ---- allocation and copies ------------------------------------------------------------------
@@ -117,26 +152,34 @@ class Backend(ABC):
     # ---- compilation ----------------------------------------------------------------------------
     def compile(self, source: str, names: list[str]) -> list[Any]:
         """The launchable kernels `names` of one translation unit: from memory, else from the
-        disk cache (keyed by source, device and options), else built and written there."""
+        prepared model's compilation cache (see ProgramSet), else from the disk cache (keyed by
+        source, device and options), else built and written there."""
         key = cache_key(self.name, self.cache_identity(), source)
+        programs = _PROGRAMS.get()
         with self._compile_lock:
-            program = self._programs.get(key)
-            if program is None:
+            entry = self._programs.get(key)
+            if entry is None and programs is not None and key in programs.given:
+                entry = self._load(programs.given[key], key)
+            if entry is None:
                 path = cache_dir() / f"{key}{CACHE_SUFFIX}"
-                program = self._load_cached(path)
-                if program is None:
+                binary = _read(path)
+                entry = None if binary is None else self._load(binary, path.name)
+                if entry is None:
                     binary, program = self.build(source)
+                    entry = program, binary
                     _write_atomically(path, binary)
-                self._programs[key] = program
-            return [self.kernel(program, name) for name in names]
+                    if programs is not None:
+                        programs.built += 1
+            self._programs[key] = entry
+            if programs is not None:
+                programs.used[key] = entry[1]
+            return [self.kernel(entry[0], name) for name in names]
 
-    def _load_cached(self, path: Path) -> Any:
-        if not path.exists():
-            return None
+    def _load(self, binary: bytes, what: str) -> tuple[Any, bytes] | None:
         try:
-            return self.load(path.read_bytes())
+            return self.load(binary), binary
         except Exception:  # a stale or foreign binary: rebuild from source
-            log.info("kernel cache entry %s is unusable; rebuilding", path.name)
+            log.info("cached kernel binary %s is unusable; rebuilding", what)
             return None
 
     def cache_identity(self) -> str:
@@ -158,6 +201,9 @@ class Backend(ABC):
     # ---- launch -------------------------------------------------------------------------------
     def launch(self, kernel: Any, global_size: int, args: list[Any]) -> None:
         raise NotImplementedError(f"the {self.name} backend launches no kernels")
+
+    def prepare_gemm(self) -> None:
+        """Compile what `gemm` launches, at prepare (so a compilation cache holds it too)."""
 
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int) -> None:
         """C[m, n] = A[m, k] @ B[k, n]: row-major float32 buffers (a library call where the

@@ -82,9 +82,12 @@ class OpenCLBackend(Backend):
     def kernel(self, program, name: str):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
+    def prepare_gemm(self) -> None:
+        self._gemm = self.compile(kernel_template("gemm.cl"), ["nn_gemm"])[0]
+
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
         if self._gemm is None:
-            self._gemm = self.compile(kernel_template("gemm.cl"), ["nn_gemm"])[0]
+            self.prepare_gemm()
         size = (n, (m + GEMM_ROWS - 1) // GEMM_ROWS)
         self._gemm(self.queue, size, None, a, b, c, np.int32(m), np.int32(n), np.int32(k))
 

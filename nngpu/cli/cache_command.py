@@ -35,6 +35,7 @@ def _size(paths: list[Path]) -> str:
 
 def run(args) -> int:
     from ..backends.base import cache_dir
+    from ..driver.cache_files import KEY_FILE
 
     root = cache_dir(create=False)
     entries = _entries(root)
@@ -42,6 +43,8 @@ def run(args) -> int:
         source = "$NNGPU_CACHE_DIR" if os.environ.get("NNGPU_CACHE_DIR") else "$XDG_CACHE_HOME/nngpu/kernels"
         print(f"kernel cache: {root} ({source})")
         print(f"  {len(entries)} entries, {_size(entries)}" if root.is_dir() else "  empty (not created yet)")
+        key = root / KEY_FILE
+        print(f"compilation cache key: {key}{'' if key.exists() else ' (made at the first save)'}; `clear` keeps it")
         pocl = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pocl"
         if pocl.is_dir():
             print(f"PoCL's own cache: {pocl}")

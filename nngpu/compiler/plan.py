@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import profiling, progress
-from ..backends.base import Backend, DeviceValue
+from ..backends.base import Backend, DeviceValue, ProgramSet, compiling_for
 from ..hal.types import ErrorStatus
 from ..ir.storage import STORAGE_DTYPE
 from ..ops.dtypes import dtype_of
@@ -97,11 +97,14 @@ class Segment:
                 storage = STORAGE_DTYPE[spec.tensors[t].storage]
                 backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=storage))
         self.kernels: dict[str, Any] = {}
-        with progress.bar(len(spec.kernels), f"compiling {backend.name} kernels", "kernel") as bar:
-            for source, names in spec.units(backend.kernels_per_unit):
-                with profiling.span("prepare", "compile", backend=backend.name, kernels=names):
-                    self.kernels.update(zip(names, backend.compile(source, names)))
-                bar.update(len(names))
+        with compiling_for(plan.programs):
+            with progress.bar(len(spec.kernels), f"compiling {backend.name} kernels", "kernel") as bar:
+                for source, names in spec.units(backend.kernels_per_unit):
+                    with profiling.span("prepare", "compile", backend=backend.name, kernels=names):
+                        self.kernels.update(zip(names, backend.compile(source, names)))
+                    bar.update(len(names))
+            if any(isinstance(s, GemmStep) for s in spec.steps):
+                backend.prepare_gemm()
         self.steps = [self._compile(s) for s in spec.steps]
         self.barrier = None
         self.ran = False                # the first run reports progress
@@ -174,8 +177,10 @@ class Segment:
 class Plan:
     """The executor of a prepared model on a device backend (see the module docstring)."""
 
-    def __init__(self, reference: GraphRunner, backend: Backend, fuse: bool = True, specialise: bool = True) -> None:
+    def __init__(self, reference: GraphRunner, backend: Backend, fuse: bool = True, specialise: bool = True,
+                 programs: ProgramSet | None = None) -> None:
         self.reference = reference
+        self.programs = programs or ProgramSet()   # the binaries it compiled or was given
         self.model = reference.model
         self.graph = reference.model.main
         self.backend, self.fuse = backend, fuse

@@ -27,7 +27,10 @@ from ..modelutil import as_model_1_3
 from ..ops import load_all
 from ..ops.registry import HalVersion, lookup
 from ..validation import ValidationError, validate_execution_preference, validate_model, validate_priority
+from ..backends.base import ProgramSet
 from .allocate import AllocateError, plan_buffer
+from .cache_files import FORMAT as CACHE_FORMAT, CacheFileError, identity_digest
+from .compilation_cache import NUM_DATA_CACHE, NUM_MODEL_CACHE, CacheArgumentError, load as load_cache, save_target
 from .buffer import BufferTable, DeviceBuffer
 from .capabilities import capabilities
 from .deadline import deadline_ns, passed
@@ -65,6 +68,10 @@ class Device(IDevice):
         self.name = name or f"nngpu-{backend}"
         self._perf = _performance(self.backend)
         self._buffers = BufferTable()
+        # What a compilation cache saved here must match to be restored here.
+        self._identity = identity_digest(
+            f"nngpu {__version__}; cache format {CACHE_FORMAT}; backend {self.backend_name}: {self.backend.description};"
+            f" {self.backend.cache_identity()}; fusion {self.fusion}; specialise {self.specialise}")
 
     # ---- capabilities and queries ---------------------------------------------------------
     def getCapabilities(self):
@@ -92,7 +99,7 @@ class Device(IDevice):
         return ErrorStatus.NONE, []
 
     def getNumberOfCacheFilesNeeded(self):
-        return ErrorStatus.NONE, 0, 0
+        return ErrorStatus.NONE, NUM_MODEL_CACHE, NUM_DATA_CACHE
 
     def _supported(self, model, version: HalVersion) -> tuple[ErrorStatus, list[bool]]:
         try:
@@ -152,9 +159,10 @@ class Device(IDevice):
         return as_model_1_3(model)
 
     def _prepare(self, model, version: HalVersion, callback, preference=ExecutionPreference.FAST_SINGLE_ANSWER,
-                 priority=Priority.MEDIUM, deadline: OptionalTimePoint | None = None) -> ErrorStatus:
+                 priority=Priority.MEDIUM, deadline: OptionalTimePoint | None = None, model_cache=(), data_cache=(),
+                 token=b"") -> ErrorStatus:
         v = int(version)
-        if callback is None or not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
+        if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
         try:
             with profiling.span("prepare", "validate"):
@@ -168,38 +176,66 @@ class Device(IDevice):
             _notify(callback, v, ErrorStatus.INVALID_ARGUMENT, None)
             return ErrorStatus.INVALID_ARGUMENT
         unsupported = [k for k, op in enumerate(m.main.operations) if not self.supports(m, op)]
+        if unsupported:
+            log.info("prepareModel: operations %s are not supported", unsupported)
+        try:  # caching is optional: a bad cache argument never fails the prepare
+            target = save_target(model_cache, data_cache, token)
+        except CacheFileError as e:
+            log.info("prepareModel: not saving to the compilation cache: %s", e)
+            target = None
 
-        def work() -> None:
-            if passed(limit):  # queued past its deadline (or given one already passed)
-                _notify(callback, v, ErrorStatus.MISSED_DEADLINE_PERSISTENT, None)
-                return
+        def build() -> PreparedModel:
             if unsupported:
-                log.info("prepareModel: operations %s are not supported", unsupported)
-                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
-                return
+                raise _Unsupported()
+            prepared = self._build(m, version, priority, ProgramSet())
+            if target is not None:
+                try:
+                    target.save(self._identity, m, v, _binaries(prepared))
+                except (CacheFileError, OSError) as e:
+                    log.warning("prepareModel: the compilation cache was not saved: %s", e)
+            return prepared
+
+        return self._start(v, callback, limit, priority, build, target.close if target else None)
+
+    def _start(self, v: int, callback, limit: int | None, priority, build, cleanup=None) -> ErrorStatus:
+        """Run `build` on the prepare pool, within the deadline, and notify the callback once."""
+        def work() -> None:
             try:
-                t0 = time.perf_counter()
-                with profiling.span("prepare", "build executor", backend=self.backend_name):
-                    prepared = PreparedModel(self._compile(GraphRunner(m, version)), self._resolve_token, priority)
-                log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
-                         (time.perf_counter() - t0) * 1e3)
-                if passed(limit):  # compiled too late to be of use
+                if passed(limit):  # queued past its deadline (or given one already passed)
+                    _notify(callback, v, ErrorStatus.MISSED_DEADLINE_PERSISTENT, None)
+                    return
+                prepared = build()
+                if passed(limit):  # prepared too late to be of use
                     _notify(callback, v, ErrorStatus.MISSED_DEADLINE_TRANSIENT, None)
                     return
+            except _Unsupported:
+                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
+                return
             except Exception:
                 log.exception("prepareModel failed")
                 _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
                 return
+            finally:
+                if cleanup is not None:
+                    cleanup()
             _notify(callback, v, ErrorStatus.NONE, prepared)
 
         _PREPARE_POOL.submit(work, priority)
         return ErrorStatus.NONE
 
-    def _compile(self, runner: GraphRunner):
+    def _build(self, m: Model_1_3, version: HalVersion, priority, programs: ProgramSet) -> PreparedModel:
+        t0 = time.perf_counter()
+        with profiling.span("prepare", "build executor", backend=self.backend_name):
+            prepared = PreparedModel(self._compile(GraphRunner(m, version), programs), self._resolve_token, priority)
+        log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
+                 (time.perf_counter() - t0) * 1e3)
+        return prepared
+
+    def _compile(self, runner: GraphRunner, programs: ProgramSet):
         """The device plan of a model on a kernel backend, or the reference runner itself."""
         if self.backend.dialect is None:
             return runner
-        return Plan(runner, self.backend, self.fusion, self.specialise)
+        return Plan(runner, self.backend, self.fusion, self.specialise, programs)
 
     def prepareModel(self, model, callback):
         return self._prepare(model, HalVersion.V1_0, callback)
@@ -208,18 +244,52 @@ class Device(IDevice):
         return self._prepare(model, HalVersion.V1_1, callback, preference)
 
     def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
-        return self._prepare(model, HalVersion.V1_2, callback, preference)
+        return self._prepare(model, HalVersion.V1_2, callback, preference, model_cache=modelCache,
+                             data_cache=dataCache, token=token)
 
     def prepareModel_1_3(self, model, preference, priority, deadline, modelCache, dataCache, token, callback):
-        return self._prepare(model, HalVersion.V1_3, callback, preference, priority, deadline)
+        return self._prepare(model, HalVersion.V1_3, callback, preference, priority, deadline, modelCache, dataCache,
+                             token)
+
+    def _from_cache(self, v: int, model_cache, data_cache, token, callback, deadline=None) -> ErrorStatus:
+        """Check the files now (a modified security-sensitive cache fails the call itself), then
+        rebuild the plan on the prepare pool from the saved kernel binaries."""
+        if not _is_callback(callback):
+            return ErrorStatus.INVALID_ARGUMENT
+        def refuse(status: ErrorStatus, why: Exception | str) -> ErrorStatus:
+            log.info("prepareModelFromCache: %s: %s", status.name, why)
+            _notify(callback, v, status, None)
+            return status
+
+        try:
+            limit = deadline_ns(deadline)
+            saved, version, binaries = load_cache(model_cache, data_cache, token, self._identity)
+        except (ValidationError, CacheArgumentError) as e:
+            return refuse(ErrorStatus.INVALID_ARGUMENT, e)
+        except CacheFileError as e:
+            return refuse(ErrorStatus.GENERAL_FAILURE, e)
+        try:  # saved by this driver, so valid unless its rules changed since
+            m = self._validated(saved, HalVersion.V1_3)
+            version = HalVersion(version)
+        except (ValidationError, ValueError) as e:
+            return refuse(ErrorStatus.GENERAL_FAILURE, e)
+        if not all(self.supports(m, op) for op in m.main.operations):
+            return refuse(ErrorStatus.GENERAL_FAILURE, "the cached model has operations this device does not run")
+
+        def build() -> PreparedModel:
+            programs = ProgramSet(given=binaries)
+            prepared = self._build(m, version, Priority.MEDIUM, programs)
+            if programs.built:
+                log.warning("prepareModelFromCache: %d programs were not in the cache and were compiled", programs.built)
+            return prepared
+
+        return self._start(v, callback, limit, Priority.MEDIUM, build)
 
     def prepareModelFromCache(self, modelCache, dataCache, token, callback):
-        _notify(callback, 12, ErrorStatus.GENERAL_FAILURE, None)  # no compilation cache yet
-        return ErrorStatus.GENERAL_FAILURE
+        return self._from_cache(12, modelCache, dataCache, token, callback)
 
     def prepareModelFromCache_1_3(self, deadline, modelCache, dataCache, token, callback):
-        _notify(callback, 13, ErrorStatus.GENERAL_FAILURE, None)
-        return ErrorStatus.GENERAL_FAILURE
+        return self._from_cache(13, modelCache, dataCache, token, callback, deadline)
 
     # ---- 1.3 device memory ----------------------------------------------------------------
     def _resolve_token(self, token: int):
@@ -234,6 +304,20 @@ class Device(IDevice):
             return ErrorStatus.INVALID_ARGUMENT, None, 0
         buffer = self._buffers.add(lambda token: DeviceBuffer(token, plan.operand, plan.dims, plan.roles, self.backend))
         return ErrorStatus.NONE, buffer, buffer.token
+
+
+class _Unsupported(Exception):
+    """The model has operations this device does not run (already logged)."""
+
+
+def _is_callback(callback) -> bool:
+    return callback is not None and (isinstance(callback, IPreparedModelCallback) or hasattr(callback, "notify"))
+
+
+def _binaries(prepared: PreparedModel) -> dict[str, bytes]:
+    """The kernel binaries of a prepared model's plan (none on the reference)."""
+    programs = getattr(prepared.executor, "programs", None)
+    return dict(programs.used) if programs is not None else {}
 
 
 def _performance(backend) -> PerformanceInfo:

@@ -7,6 +7,7 @@ import nngpu
 from nngpu.backends import device_backends
 from nngpu.backends.base import cache_dir
 from nngpu.cli import main
+from nngpu.driver.cache_files import KEY_FILE
 
 
 def test_cache_dir_variable_and_default(monkeypatch, tmp_path):
@@ -25,14 +26,16 @@ def test_info_and_clear_touch_only_cache_entries(monkeypatch, tmp_path, capsys):
         (tmp_path / "0123.bin").write_bytes(b"x" * 100)
     (tmp_path / ".0123.bin.77.88").write_bytes(b"half written")
     (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / KEY_FILE).write_bytes(bytes(32))     # the compilation cache's key stays
     entries = len(list(tmp_path.glob("*.bin"))) + 1
     capsys.readouterr()
     assert main(["cache", "info"]) == 0
     out = capsys.readouterr().out
     assert str(tmp_path) in out and f"{entries} entries" in out and "$NNGPU_CACHE_DIR" in out
+    assert f"compilation cache key: {tmp_path / KEY_FILE};" in out
     assert main(["cache", "clear"]) == 0
     assert f"removed {entries} entries" in capsys.readouterr().out
-    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY_FILE, "notes.txt"])
 
 
 def test_info_names_what_auto_picks(capsys):

@@ -49,7 +49,7 @@ def test_device_queries():
     status, version = dev.getVersionString()
     assert status == ErrorStatus.NONE and "nngpu" in version
     assert dev.getSupportedExtensions() == (ErrorStatus.NONE, [])
-    assert dev.getNumberOfCacheFilesNeeded() == (ErrorStatus.NONE, 0, 0)
+    assert dev.getNumberOfCacheFilesNeeded() == (ErrorStatus.NONE, 1, 1)
 
 
 def test_unknown_backend_is_an_error():
@@ -94,10 +94,10 @@ def test_1_0_entry_point_rejects_a_1_2_model():
     assert cb.get(5) == (ErrorStatus.INVALID_ARGUMENT, None)
 
 
-def test_prepare_from_cache_is_a_failure_until_caching_exists():
+def test_prepare_from_cache_without_cache_files_is_invalid():
     cb = PreparedModelCallback()
-    assert Device("numpy").prepareModelFromCache([], [], bytes(32), cb) == ErrorStatus.GENERAL_FAILURE
-    assert cb.get(5) == (ErrorStatus.GENERAL_FAILURE, None)
+    assert Device("numpy").prepareModelFromCache([], [], bytes(32), cb) == ErrorStatus.INVALID_ARGUMENT
+    assert cb.get(5) == (ErrorStatus.INVALID_ARGUMENT, None)
 
 
 def test_prepared_model_is_independent_of_later_model_changes():

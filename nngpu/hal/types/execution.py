@@ -71,6 +71,17 @@ class OptionalTimeoutDuration:
     nanoseconds: int | None = None
 
 
+@dataclass
+class NativeHandle:
+    """A hidl `handle` (native_handle_t): file descriptors and ints. A cache file is a handle of
+    exactly one fd; a sync fence is a handle of one pollable fd, or of none when already done.
+    The caller keeps ownership of the fds it passes; a handle the driver returns is the caller's
+    to close."""
+
+    fds: list[int] = field(default_factory=list)
+    ints: list[int] = field(default_factory=list)
+
+
 # --- FMQ data (1.2) ---------------------------------------------------------------------------
 
 
