@@ -21,7 +21,9 @@ def add_parser(sub, common) -> None:
                        description=__doc__.split("\n\n")[0])
     c.add_argument("dir", nargs="?", help="corpus folder (default: $NNGPU_CTS_DIR, ../shared/nnapi-cts or the checkout's copy)")
     c.add_argument("--backend", default="numpy", help="numpy (default), opencl, cuda or auto")
-    c.add_argument("--path", default="sync", help=f"{', '.join(PATHS)}, comma-separated, or all")
+    c.add_argument("--path", default="sync",
+                   help=f"{', '.join(PATHS)}, comma-separated, or all (fenced: each case as a chain of two "
+                        "executeFenced calls, the second waiting on the first's fence)")
     c.add_argument("--timing", action="store_true", help="measure timing (MeasureTiming::YES)")
     c.add_argument("-k", help="only cases whose name contains one of these comma-separated strings")
     c.add_argument("--version", help="only these corpus folders, e.g. V1_0,V1_1")
@@ -72,7 +74,7 @@ def run(args) -> int:
             for rec in run_case(device, device.backend_name, case, paths, measure):
                 records.append(rec)
                 if args.verbose or rec.result == "failed":
-                    print(f"{rec.result.upper():7s} {rec.path:5s} {rec.version}/{rec.name}: {rec.detail}", flush=True)
+                    print(f"{rec.result.upper():7s} {rec.path:6s} {rec.version}/{rec.name}: {rec.detail}", flush=True)
             bar.update(1)
     from ..ops.registry import REGISTRY
 
@@ -82,7 +84,7 @@ def run(args) -> int:
     if skipped:
         print(f"skipped ({len(skipped)}):")
         for r in skipped:
-            print(f"  {r.path:5s} {r.version}/{r.name}: {r.detail}")
+            print(f"  {r.path:6s} {r.version}/{r.name}: {r.detail}")
     if json_file is not None:
         with open(json_file, "w") as f:
             for r in records:

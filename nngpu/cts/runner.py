@@ -1,19 +1,24 @@
-"""Runs corpus cases through a device on the sync / async / burst paths and judges them."""
+"""Runs corpus cases through a device on the sync / async / burst / fenced paths and judges them."""
 from __future__ import annotations
 
 import logging
+import os
+import select
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..hal.types import ErrorStatus, ExecutionPreference, MeasureTiming, Model, OptionalTimePoint, OptionalTimeoutDuration, Priority
+from ..hal.types import (ErrorStatus, ExecutionPreference, MeasureTiming, Model, NativeHandle, OperandType,
+                         OptionalTimePoint, OptionalTimeoutDuration, OutputShape, Priority, Request)
 from ..driver.callbacks import ExecutionCallback, PreparedModelCallback
 from .compare import check_multinomial, compare_output
 from ..json_models import Execution, TestCase, build_model, build_request
+from ..memory import allocate_shared
+from ..modelutil import fully_specified
 
 log = logging.getLogger("nngpu.cts")
 
-PATHS = ("sync", "async", "burst")
+PATHS = ("sync", "async", "burst", "fenced")
 TIMEOUT_S = 120.0
 
 
@@ -58,7 +63,66 @@ def execute_on(prepared, path: str, ex: Execution, flat: bool, measure: MeasureT
 
         with ExecutionBurstController.create(prepared) as burst:
             return burst.compute(ex.request, measure)
+    if path == "fenced":
+        return _execute_fenced_chain(prepared, ex, measure)
     raise ValueError(f"unknown path {path}")
+
+
+def _wait_fence(handle: NativeHandle) -> bool:
+    """Whether the fence signalled within TIMEOUT_S (an empty handle: the execution was done)."""
+    if not handle.fds:
+        return True
+    poll = select.poll()
+    poll.register(handle.fds[0], select.POLLIN)
+    return bool(poll.poll(int(TIMEOUT_S * 1000)))
+
+
+def _fenced(prepared, ex: Execution, wait_for: list[NativeHandle], measure: MeasureTiming):
+    return prepared.executeFenced(ex.request, wait_for, measure, OptionalTimePoint(), OptionalTimeoutDuration(),
+                                  OptionalTimeoutDuration())
+
+
+def _execute_fenced_chain(prepared, ex: Execution, measure: MeasureTiming):
+    """A chain of two fenced executions of the case: a first one into its own pools, then `ex`,
+    which waits on the first's fence. executeFenced reports no output shapes: the judge takes the
+    fully specified ones of the model."""
+    first = _copy_of(ex)
+    status, fence, first_cb = _fenced(prepared, first, [], measure)
+    if status != ErrorStatus.NONE:
+        return status, [], None
+    try:
+        status, last_fence, cb = _fenced(prepared, ex, [fence] if fence.fds else [], measure)
+    finally:
+        for fd in fence.fds:  # the caller's: the driver holds its own dup while it waits
+            os.close(fd)
+    if status != ErrorStatus.NONE:
+        return status, [], None
+    try:
+        if not _wait_fence(last_fence):
+            return ErrorStatus.GENERAL_FAILURE, [], None
+    finally:
+        for fd in last_fence.fds:
+            os.close(fd)
+    first_status = first_cb.getExecutionInfo()[0]
+    status, timing, _ = cb.getExecutionInfo()
+    if first_status != ErrorStatus.NONE:
+        log.warning("the first fenced execution of the chain returned %s", ErrorStatus(first_status).name)
+        return first_status, [], None
+    if status != ErrorStatus.NONE:
+        return status, [], None
+    return status, [OutputShape(list(operand["dimensions"])) for operand, _ in ex.outputs], timing
+
+
+def _copy_of(ex: Execution) -> Execution:
+    """Another execution of the same request in fresh pools (the input bytes copied)."""
+    inputs, outputs = allocate_shared(ex.input_pool.size), allocate_shared(ex.output_pool.size)
+    inputs.map()[:] = ex.input_pool.map()
+    return Execution(Request(ex.request.inputs, ex.request.outputs, [inputs, outputs]), inputs, outputs, ex.outputs)
+
+
+def unspecified_outputs(ex: Execution) -> list[int]:
+    """The outputs whose dimensions the case's model leaves open (0 or an unknown rank)."""
+    return [k for k, (o, _) in enumerate(ex.outputs) if not fully_specified(OperandType[o["type"]], o["dimensions"])]
 
 
 def prepare_on(device, model, flat: bool):
@@ -76,6 +140,9 @@ def prepare_on(device, model, flat: bool):
     return cb_status, prepared
 
 
+_REASON_LOGGERS = ("nngpu.execution", "nngpu.device", "nngpu.fenced", "nngpu.prepared_model")
+
+
 class _Reasons(logging.Handler):
     """Collects the driver's logged rejection reasons while one case runs."""
 
@@ -87,14 +154,14 @@ class _Reasons(logging.Handler):
         self.messages.append(record.getMessage())
 
     def __enter__(self) -> "_Reasons":
-        for name in ("nngpu.execution", "nngpu.device"):
+        for name in _REASON_LOGGERS:
             logger = logging.getLogger(name)
             logger.addHandler(self)
             logger.setLevel(logging.INFO)
         return self
 
     def __exit__(self, *exc) -> None:
-        for name in ("nngpu.execution", "nngpu.device"):
+        for name in _REASON_LOGGERS:
             logging.getLogger(name).removeHandler(self)
 
     def last(self) -> str:
@@ -123,6 +190,15 @@ def _judge(case: TestCase, ex: Execution, status, shapes, timing, measure) -> tu
         if problem:
             return "failed", f"output {k}: {problem}"
     return "passed", ""
+
+
+def _judge_unspecified(ex: Execution, status: ErrorStatus) -> tuple[str, str]:
+    """executeFenced needs fully specified outputs: INVALID_ARGUMENT is right, and VTS
+    FencedComputeTest skips such a case (it runs fenced only on fully specified outputs)."""
+    open_dims = ", ".join(f"output {k} {ex.outputs[k][0]['dimensions']}" for k in unspecified_outputs(ex))
+    if status == ErrorStatus.INVALID_ARGUMENT:
+        return "skipped", f"fenced: INVALID_ARGUMENT, as required for outputs not fully specified ({open_dims})"
+    return "failed", f"fenced: executeFenced returned {status.name} for outputs not fully specified ({open_dims})"
 
 
 def _verdict(problem: str | None) -> tuple[str, str]:
@@ -166,7 +242,10 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
         ex = build_request(case)
         try:
             status, shapes, timing = execute_on(prepared, p, ex, flat, measure)
-            result, detail = _judge(case, ex, ErrorStatus(status), shapes, timing, measure)
+            if p == "fenced" and unspecified_outputs(ex):
+                result, detail = _judge_unspecified(ex, ErrorStatus(status))
+            else:
+                result, detail = _judge(case, ex, ErrorStatus(status), shapes, timing, measure)
         except Exception as e:  # a runner or driver bug: report it as this case's failure
             log.exception("case %s path %s", case.name, p)
             result, detail = "failed", f"{type(e).__name__}: {e}"

@@ -1,7 +1,8 @@
 """One execution end to end: validate the request, read inputs from pools, run, write outputs.
 
-Every entry point (executeSynchronously, execute*, the burst worker) calls `run`; it never
-raises and never writes into a pool before every output is known to fit."""
+Every entry point (executeSynchronously, execute*, the burst worker) calls `run` or `begin`;
+executeFenced calls `check` and reads the inputs once its fences have signalled. None of them
+raises, and none writes into a pool before every output is known to fit."""
 from __future__ import annotations
 
 import logging
@@ -97,26 +98,40 @@ def _check_token_sharing(request: Request, pools: list[PoolView]) -> None:
             raise ValidationError(f"one device buffer is used by {' and '.join(names)}")
 
 
-def _read_inputs(executor: Executor, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
+def _check_inputs(executor: Executor, request: Request, pools: list[PoolView]) -> None:
+    """Every input argument fits its operand; a device buffer's contents are checked when read."""
     model = executor.model
-    values: list[np.ndarray | None] = []
     for k, (arg, idx) in enumerate(zip(request.inputs, model.main.inputIndexes)):
-        operand = model.main.operands[idx]
         if arg.hasNoValue:
-            values.append(None)
             continue
         pool = pools[arg.location.poolIndex]
         if pool.buffer is not None:
             _check_token_argument(pool.buffer, arg, executor, "input", k)
-            values.append(pool.buffer.read_for_input(arg.dimensions))
             continue
+        operand = model.main.operands[idx]
         dims = merge_dims(operand.dimensions, arg.dimensions)
         if dims is None or not fully_specified(operand.type, dims):
             raise ValidationError(f"input {k}: dimensions {arg.dimensions} do not complete {operand.dimensions}")
         need = nbytes_of(operand.type, dims)
         if arg.location.length < need:
             raise ValidationError(f"input {k}: {arg.location.length} bytes given, {need} needed")
-        raw = pool.memory.view(arg.location.offset, need)
+
+
+def _read_inputs(executor: Executor, request: Request, pools: list[PoolView]) -> list[np.ndarray | None]:
+    """The input values of a request `_check_inputs` passed."""
+    model = executor.model
+    values: list[np.ndarray | None] = []
+    for arg, idx in zip(request.inputs, model.main.inputIndexes):
+        if arg.hasNoValue:
+            values.append(None)
+            continue
+        pool = pools[arg.location.poolIndex]
+        if pool.buffer is not None:
+            values.append(pool.buffer.read_for_input(arg.dimensions))
+            continue
+        operand = model.main.operands[idx]
+        dims = merge_dims(operand.dimensions, arg.dimensions)
+        raw = pool.memory.view(arg.location.offset, nbytes_of(operand.type, dims))
         # A copy: the kernels never alias a caller's input pool.
         arr = np.frombuffer(raw, dtype=dtype_of(operand.type)).copy()
         values.append(arr.reshape(dims) if is_tensor(operand.type) else arr.reshape(()))
@@ -161,43 +176,93 @@ def _write_outputs(request: Request, pools: list[PoolView], outputs: list[np.nda
 
 
 @dataclass
-class Pending:
-    """A request that passed validation, its inputs read: ready to run on any thread."""
+class Checked:
+    """A request that passed validation against its model, nothing read yet: a fenced execution
+    reads its inputs only once its fences have signalled."""
 
     executor: Executor
     request: Request
     measure: MeasureTiming
     pools: list[PoolView]
-    inputs: list[np.ndarray | None]
     t0: int
     loop_timeout_ns: int = int(LoopTimeoutDurationNs.DEFAULT)
     deadline_ns: int | None = None      # the request's deadline (time.monotonic_ns), if any
 
+    def missed_deadline(self) -> Result | None:
+        if passed(self.deadline_ns):
+            return _fail(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "the deadline passed before the execution began")
+        return None
+
+    def unspecified_output(self) -> str | None:
+        """Why an output's dimensions are not fully known from the model, the request and its
+        device buffer (executeFenced needs them known), or None."""
+        model = self.executor.model
+        for k, (arg, idx) in enumerate(zip(self.request.outputs, model.main.outputIndexes)):
+            operand = model.main.operands[idx]
+            dims = merge_dims(operand.dimensions, arg.dimensions)
+            buffer = None if arg.hasNoValue else self.pools[arg.location.poolIndex].buffer
+            if buffer is not None and dims is not None:
+                dims = merge_dims(buffer.dims, dims)
+            if dims is None or not fully_specified(operand.type, dims):
+                return f"output {k}: dimensions {dims if dims is not None else arg.dimensions} are not fully specified"
+        return None
+
+    def read(self) -> Pending | Result:
+        """Read the inputs: a Pending to finish, or the failure Result."""
+        try:
+            return Pending(self, _read_inputs(self.executor, self.request, self.pools))
+        except BufferUsageError as e:
+            return _fail(e.status, str(e))
+        except (ValidationError, MemoryError_) as e:
+            return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
+        except Exception as e:  # malformed objects of any kind are the caller's error
+            log.exception("request could not be read")
+            return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
+
+    def fail(self, status: ErrorStatus, reason: str) -> Result:
+        """The Result of an execution that failed before it ran."""
+        self.invalidate_outputs()
+        return _fail(status, reason)
+
+    def invalidate_outputs(self) -> None:
+        """A failed execution leaves its output buffers uninitialized."""
+        for arg in self.request.outputs:
+            pool = None if arg.hasNoValue else self.pools[arg.location.poolIndex]
+            if pool is not None and pool.buffer is not None:
+                pool.buffer.invalidate()
+
+
+@dataclass
+class Pending:
+    """A request that passed validation, its inputs read: ready to run on any thread."""
+
+    checked: Checked
+    inputs: list[np.ndarray | None]
+
     def finish(self) -> Result:
         result = self._finish()
-        if result.status != ErrorStatus.NONE:  # a failed execution leaves its output buffers uninitialized
-            for arg in self.request.outputs:
-                pool = None if arg.hasNoValue else self.pools[arg.location.poolIndex]
-                if pool is not None and pool.buffer is not None:
-                    pool.buffer.invalidate()
+        if result.status != ErrorStatus.NONE:
+            self.checked.invalidate_outputs()
         return result
 
     def _finish(self) -> Result:
+        c = self.checked
         try:
             t1 = time.perf_counter_ns()
-            if passed(self.deadline_ns):  # an async execution that waited past its deadline
-                return _fail(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "the deadline passed before the execution began")
-            deadline = time.monotonic_ns() + self.loop_timeout_ns
-            if self.deadline_ns is not None:  # a WHILE loop also stops at the request's deadline
-                deadline = min(deadline, self.deadline_ns)
+            missed = c.missed_deadline()  # an async execution that waited past its deadline
+            if missed is not None:
+                return missed
+            deadline = time.monotonic_ns() + c.loop_timeout_ns
+            if c.deadline_ns is not None:  # a WHILE loop also stops at the request's deadline
+                deadline = min(deadline, c.deadline_ns)
             # Device-buffer outputs may stay on the device (no host round trip).
-            out_buffers = {k: self.pools[a.location.poolIndex].buffer for k, a in enumerate(self.request.outputs)
-                           if not a.hasNoValue and self.pools[a.location.poolIndex].buffer is not None}
-            outputs = self.executor.execute(self.inputs, out_buffers, deadline)
+            out_buffers = {k: c.pools[a.location.poolIndex].buffer for k, a in enumerate(c.request.outputs)
+                           if not a.hasNoValue and c.pools[a.location.poolIndex].buffer is not None}
+            outputs = c.executor.execute(self.inputs, out_buffers, deadline)
             t2 = time.perf_counter_ns()
-            if passed(self.deadline_ns):  # too late: no outputs are written
+            if passed(c.deadline_ns):  # too late: no outputs are written
                 return _fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "the execution finished after its deadline")
-            failed = _write_outputs(self.request, self.pools, outputs)
+            failed = _write_outputs(c.request, c.pools, outputs)
         except ExecutionError as e:
             return _fail(e.status, str(e))
         except (ValidationError, MemoryError_) as e:
@@ -209,24 +274,26 @@ class Pending:
             return failed
         shapes = [OutputShape(_shape_of(v), True) for v in outputs]
         timing = Timing()
-        if self.measure == MeasureTiming.YES:
+        if c.measure == MeasureTiming.YES:
             t3 = time.perf_counter_ns()
-            timing = Timing(timeOnDevice=(t2 - t1) // 1000, timeInDriver=(t3 - self.t0) // 1000)
+            timing = Timing(timeOnDevice=(t2 - t1) // 1000, timeInDriver=(t3 - c.t0) // 1000)
         return Result(ErrorStatus.NONE, shapes, timing)
 
 
-def begin(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
+def check(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
           resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
-          deadline: OptionalTimePoint | None = None) -> Pending | Result:
-    """Validate `request` and read its inputs: a Pending to finish, or the failure Result."""
+          deadline: OptionalTimePoint | None = None) -> Checked | Result:
+    """Validate `request` and the execution's arguments without reading any input (whether the
+    deadline has passed is the caller's next question: `Checked.missed_deadline`)."""
     t0 = time.perf_counter_ns()
     try:
         if measure not in (MeasureTiming.NO, MeasureTiming.YES):
             raise ValidationError(f"bad MeasureTiming {measure}")
         if loop_timeout_ns is None:
             loop_timeout_ns = int(LoopTimeoutDurationNs.DEFAULT)
-        elif not 0 <= loop_timeout_ns <= LoopTimeoutDurationNs.MAXIMUM:
-            raise ValidationError(f"loop timeout {loop_timeout_ns} ns outside [0, MAXIMUM]")
+        elif isinstance(loop_timeout_ns, bool) or not isinstance(loop_timeout_ns, int) or \
+                not 0 <= loop_timeout_ns <= LoopTimeoutDurationNs.MAXIMUM:
+            raise ValidationError(f"loop timeout {loop_timeout_ns!r} ns outside [0, MAXIMUM]")
         limit = deadline_ns(deadline)
         validate_request(request, executor.model)
         pools = _pools(request, resolve_token)
@@ -235,7 +302,7 @@ def begin(executor: Executor, request: Request, measure: MeasureTiming = Measure
             if pool is not None and pool.buffer is not None:
                 _check_token_argument(pool.buffer, arg, executor, "output", k)
         _check_token_sharing(request, pools)
-        inputs = _read_inputs(executor, request, pools)
+        _check_inputs(executor, request, pools)
     except (ValidationError, MemoryError_) as e:
         return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
     except BufferUsageError as e:
@@ -243,9 +310,17 @@ def begin(executor: Executor, request: Request, measure: MeasureTiming = Measure
     except Exception as e:  # malformed objects of any kind are the caller's error
         log.exception("request could not be read")
         return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
-    if passed(limit):
-        return _fail(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "the deadline passed before the execution began")
-    return Pending(executor, request, measure, pools, inputs, t0, loop_timeout_ns, limit)
+    return Checked(executor, request, measure, pools, t0, loop_timeout_ns, limit)
+
+
+def begin(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
+          resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
+          deadline: OptionalTimePoint | None = None) -> Pending | Result:
+    """Validate `request` and read its inputs: a Pending to finish, or the failure Result."""
+    checked = check(executor, request, measure, resolve_token, loop_timeout_ns, deadline)
+    if isinstance(checked, Result):
+        return checked
+    return checked.missed_deadline() or checked.read()
 
 
 def run(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,

@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ..hal.interfaces import IExecutionCallback, IPreparedModel
-from ..hal.types import ErrorStatus, MeasureTiming, OptionalTimePoint, OptionalTimeoutDuration, Priority, Request
-from .execution import Result, begin, run
+from ..hal.interfaces import IExecutionCallback, IFencedExecutionCallback, IPreparedModel
+from ..hal.types import (ErrorStatus, MeasureTiming, NativeHandle, OptionalTimePoint, OptionalTimeoutDuration, Priority,
+                         Request)
+from ..validation import ValidationError
+from .execution import Result, begin, check, run
 from ..compiler.executor import Executor
+from .fenced import launch_fenced, timeout_ns
 from .work_queue import PriorityPool
 
 log = logging.getLogger("nngpu.prepared_model")
@@ -90,3 +93,18 @@ class PreparedModel(IPreparedModel):
 
     def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
         return self._run(request, measure, loopTimeoutDuration, deadline).as_tuple()
+
+    def executeFenced(self, request, waitFor: list[NativeHandle], measure, deadline: OptionalTimePoint,
+                      loopTimeoutDuration: OptionalTimeoutDuration, duration: OptionalTimeoutDuration
+                      ) -> tuple[ErrorStatus, NativeHandle, IFencedExecutionCallback | None]:
+        """Runs on _EXEC_POOL once every waitFor fence has signalled (nngpu.driver.fenced waits on
+        them); the returned eventfd fence signals when it is done."""
+        try:
+            loop_ns, duration_ns = timeout_ns(loopTimeoutDuration, "loop timeout"), timeout_ns(duration, "duration")
+        except ValidationError as e:
+            log.info("execution rejected: INVALID_ARGUMENT: %s", e)
+            return ErrorStatus.INVALID_ARGUMENT, NativeHandle(), None
+        checked = check(self.executor, request, measure, self.resolve_token, loop_ns, deadline)
+        if isinstance(checked, Result):
+            return checked.status, NativeHandle(), None
+        return launch_fenced(checked, waitFor, duration_ns, lambda job: _EXEC_POOL.submit(job, self.priority))

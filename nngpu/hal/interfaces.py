@@ -17,6 +17,7 @@ from .types import (
     MeasureTiming,
     Model,
     Model_1_3,
+    NativeHandle,
     OptionalTimeoutDuration,
     OptionalTimePoint,
     OutputShape,
@@ -109,6 +110,17 @@ class IPreparedModel(ABC):
         deadline: OptionalTimePoint,
         loopTimeoutDuration: OptionalTimeoutDuration,
     ) -> tuple[ErrorStatus, list[OutputShape], Timing]: ...
+
+    @abstractmethod
+    def executeFenced(
+        self,
+        request: Request,
+        waitFor: list[NativeHandle],
+        measure: MeasureTiming,
+        deadline: OptionalTimePoint,
+        loopTimeoutDuration: OptionalTimeoutDuration,
+        duration: OptionalTimeoutDuration,
+    ) -> tuple[ErrorStatus, NativeHandle, IFencedExecutionCallback | None]: ...
 
 
 class IDevice(ABC):

@@ -1,7 +1,8 @@
 """The conformance corpus through the driver. By default a deterministic sample: one case in
-four on the sync path (one in sixteen also async and burst) on numpy, and one in thirty-two on
-each device backend (OpenCL via PoCL here). With --full-cts: every case, every path on numpy,
-and every case on the sync path of each device backend."""
+four on the sync path (one in sixteen on every path: also async, burst and fenced) on numpy, and
+one in thirty-two on the sync and fenced paths of each device backend (OpenCL via PoCL here).
+With --full-cts: every case, every path on numpy, and every case on the sync and fenced paths of
+each device backend."""
 from __future__ import annotations
 
 import zlib
@@ -11,7 +12,7 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.json_models import load_cases
-from nngpu.cts.runner import run_case
+from nngpu.cts.runner import PATHS, run_case
 
 BUNDLED_CORPUS = Path(__file__).resolve().parents[1] / "data" / "nnapi-cts"
 SAMPLE_EVERY, ALL_PATHS_EVERY, DEVICE_EVERY = 4, 16, 32
@@ -23,12 +24,12 @@ def _params(full: bool):
         b = zlib.crc32((case.version + case.name).encode())
         cid = f"{case.version}/{case.name}"
         if full or b % ALL_PATHS_EVERY == 0:
-            yield pytest.param(case, "numpy", ("sync", "async", "burst"), id=f"numpy-all-{cid}")
+            yield pytest.param(case, "numpy", PATHS, id=f"numpy-all-{cid}")
         elif b % SAMPLE_EVERY == 0:
             yield pytest.param(case, "numpy", ("sync",), id=f"numpy-sync-{cid}")
         for backend in backends:
             if full or (b // 7) % DEVICE_EVERY == 0:
-                yield pytest.param(case, backend, ("sync",), id=f"{backend}-sync-{cid}")
+                yield pytest.param(case, backend, ("sync", "fenced"), id=f"{backend}-sync-fenced-{cid}")
 
 
 def pytest_generate_tests(metafunc):
