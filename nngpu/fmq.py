@@ -50,6 +50,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .memory import close_fds
+
 __all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "send_descriptor", "recv_descriptor",
            "DEFAULT_SPIN_US"]
 
@@ -405,11 +407,7 @@ class MessageQueue:
             self._closed_word = ctypes.c_uint32(1)
             self._readers_asleep = self._writers_asleep = ctypes.c_uint32(0)
         self._unmap()
-        for fd in self.desc.fds():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_fds(self.desc.fds())
 
     def _unmap(self) -> None:
         self._write_ctr = self._read_ctr = None

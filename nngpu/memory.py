@@ -19,6 +19,15 @@ class MemoryError_(Exception):
     """A pool that cannot be mapped or a region outside it."""
 
 
+def close_fds(fds) -> None:
+    """Close fds of our own, each at most once; one already gone is no error."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 class Memory:
     def __init__(self, name: str, size: int, fd: int, offset: int = 0, *, owns_fd: bool = True):
         self.name = name

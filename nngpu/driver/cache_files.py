@@ -26,6 +26,7 @@ import threading
 
 from ..backends.base import cache_dir
 from ..hal.types import Constant, NativeHandle
+from ..memory import close_fds
 
 log = logging.getLogger("nngpu.cache")
 
@@ -84,14 +85,6 @@ def dup_fds(fds: list[int]) -> list[int]:
         close_fds(out)
         raise
     return out
-
-
-def close_fds(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 def _key() -> bytes:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ..hal.types import Model_1_3
 from .cache_codec import CacheFormatError, decode, encode
-from .cache_files import DATA, MODEL, CacheFileError, cache_fds, check_token, close_fds, dup_fds, read_record, write_record
+from ..memory import close_fds
+from .cache_files import DATA, MODEL, CacheFileError, cache_fds, check_token, dup_fds, read_record, write_record
 
 NUM_MODEL_CACHE = 1
 NUM_DATA_CACHE = 1

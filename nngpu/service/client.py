@@ -16,7 +16,8 @@ import threading
 from ..fmq import MessageQueue
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus, OutputShape, Request, Timing
-from .wire import MAX_FDS, Connection, IpcError, close_fds, memory_meta, status_of, strip_pools
+from ..memory import close_fds
+from .wire import MAX_FDS, Connection, IpcError, memory_meta, status_of, strip_pools
 
 log = logging.getLogger("nngpu.burst_ipc")
 

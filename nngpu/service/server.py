@@ -19,7 +19,8 @@ from typing import Any
 from ..fmq import QueueDescriptor
 from ..hal.interfaces import IBurstCallback
 from ..hal.types import ErrorStatus, ExecutionPreference, MeasureTiming, Model, OptionalTimePoint, Priority, Request
-from .wire import CALL_TIMEOUT_S, Connection, IpcError, close_fds, loads, memories_from, restore_pools, status_of
+from ..memory import close_fds
+from .wire import CALL_TIMEOUT_S, Connection, IpcError, loads, memories_from, restore_pools, status_of
 
 log = logging.getLogger("nngpu.burst_ipc")
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ..hal import types as hal_types
 from ..hal.types import ErrorStatus, MemoryPool
-from ..memory import Memory, memory_from_fd
+from ..memory import Memory, close_fds, memory_from_fd
 
 log = logging.getLogger("nngpu.burst_ipc")
 
@@ -114,15 +114,6 @@ def memories_from(metas: list[dict], fds: list[int]) -> list[Memory]:
     if len(metas) != len(fds):
         raise IpcError(f"{len(metas)} memories described, {len(fds)} fds received")
     return [memory_from_fd(str(m["name"]), int(m["size"]), fd, int(m.get("offset", 0))) for m, fd in zip(metas, fds)]
-
-
-def close_fds(fds: list[int]) -> None:
-    """Close received fds that no Memory took over."""
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 def status_of(reply: dict) -> ErrorStatus:
