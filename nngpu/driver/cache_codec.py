@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from dataclasses import replace
 from typing import Any
 
 from ..hal.types import (DataLocation, ExtensionNameAndPrefix, Model_1_3, Operand, OperandExtraParams,
@@ -34,9 +35,10 @@ def _extra(extra: OperandExtraParams | None) -> Any:
     return {"extension": bytes(extra.extension).hex()}
 
 
-def _operand(o: Operand, location: DataLocation) -> list:
+def _operand(o: Operand) -> list:
+    loc = o.location
     return [int(o.type), [int(d) for d in o.dimensions], int(o.numberOfConsumers), float(o.scale), int(o.zeroPoint),
-            int(o.lifetime), [int(location.poolIndex), int(location.offset), int(location.length)], _extra(o.extraParams)]
+            int(o.lifetime), [int(loc.poolIndex), int(loc.offset), int(loc.length)], _extra(o.extraParams)]
 
 
 def encode(model: Model_1_3, version: int, binaries: dict[str, bytes]) -> tuple[bytes, bytes]:
@@ -46,15 +48,12 @@ def encode(model: Model_1_3, version: int, binaries: dict[str, bytes]) -> tuple[
     for graph in (model.main, *model.referenced):
         operands = []
         for o in graph.operands:
-            location = o.location
             if o.lifetime in _CONSTANT:
                 data.extend(b"\0" * (-len(data) % _ALIGN))
                 raw = read_constant(model, o).tobytes()
-                location = DataLocation(0, len(data), len(raw))
+                o = replace(o, lifetime=OperandLifeTime.CONSTANT_COPY, location=DataLocation(0, len(data), len(raw)))
                 data.extend(raw)
-                o = Operand(o.type, o.dimensions, o.numberOfConsumers, o.scale, o.zeroPoint,
-                            OperandLifeTime.CONSTANT_COPY, location, o.extraParams)
-            operands.append(_operand(o, location))
+            operands.append(_operand(o))
         graphs.append({"operands": operands,
                        "operations": [[int(op.type), [int(i) for i in op.inputs], [int(i) for i in op.outputs]]
                                       for op in graph.operations],

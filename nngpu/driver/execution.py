@@ -53,6 +53,16 @@ def _fail(status: ErrorStatus, reason: str) -> Result:
     return Result(status, [], Timing(), reason)
 
 
+def _rejected(e: Exception) -> Result:
+    """The Result of a request that could not be checked or read (called in its except block)."""
+    if isinstance(e, BufferUsageError):
+        return _fail(e.status, str(e))
+    if isinstance(e, (ValidationError, MemoryError_)):
+        return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
+    log.exception("request could not be read")  # malformed objects of any kind are the caller's error
+    return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
+
+
 class PoolView:
     """Byte access to one request pool: a shared Memory, or (1.3) a device buffer token."""
 
@@ -211,13 +221,8 @@ class Checked:
         """Read the inputs: a Pending to finish, or the failure Result."""
         try:
             return Pending(self, _read_inputs(self.executor, self.request, self.pools))
-        except BufferUsageError as e:
-            return _fail(e.status, str(e))
-        except (ValidationError, MemoryError_) as e:
-            return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
-        except Exception as e:  # malformed objects of any kind are the caller's error
-            log.exception("request could not be read")
-            return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
+        except Exception as e:
+            return _rejected(e)
 
     def fail(self, status: ErrorStatus, reason: str) -> Result:
         """The Result of an execution that failed before it ran."""
@@ -303,13 +308,8 @@ def check(executor: Executor, request: Request, measure: MeasureTiming = Measure
                 _check_token_argument(pool.buffer, arg, executor, "output", k)
         _check_token_sharing(request, pools)
         _check_inputs(executor, request, pools)
-    except (ValidationError, MemoryError_) as e:
-        return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
-    except BufferUsageError as e:
-        return _fail(e.status, str(e))
-    except Exception as e:  # malformed objects of any kind are the caller's error
-        log.exception("request could not be read")
-        return _fail(ErrorStatus.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
+    except Exception as e:
+        return _rejected(e)
     return Checked(executor, request, measure, pools, t0, loop_timeout_ns, limit)
 
 
