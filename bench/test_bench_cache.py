@@ -21,7 +21,9 @@ from nngpu.driver.device import Device  # noqa: E402
 from nngpu.hal import (ErrorStatus, ExecutionPreference, Model, NativeHandle, OptionalTimePoint,  # noqa: E402
                        Priority)
 from nngpu.tflite import load_tflite  # noqa: E402
-from nngpu.tflite.models import MODELS, find_model  # noqa: E402
+from nngpu.tflite.models import MODELS  # noqa: E402
+
+from .common import mediapipe_model, show_summary  # noqa: E402
 
 ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "2"))
 TOKEN = bytes(range(32))
@@ -36,17 +38,12 @@ def ratio_table(request):
         cold = RESULTS.get((name, backend, "prepareModel"))
         if how == "fromCache" and cold:
             lines.append(f"  {name:28s} {backend:7s} prepareModel {cold:7.3f}  fromCache {t:7.3f}  = {cold / t:6.1f}x faster")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print("\n".join(lines))
+    show_summary(request, lines)
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def model(request):
-    path = find_model(request.param)
-    if path is None:
-        pytest.skip(f"model {request.param} not cached: run ci/fetch-models.sh")
-    return request.param, load_tflite(path).model
+    return request.param, load_tflite(mediapipe_model(request.param)).model
 
 
 @pytest.fixture

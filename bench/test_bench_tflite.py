@@ -16,8 +16,10 @@ pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not ins
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
 
 from nngpu.tflite import load_tflite  # noqa: E402
-from nngpu.tflite.models import MODELS, find_model  # noqa: E402
+from nngpu.tflite.models import MODELS  # noqa: E402
 from nngpu.session import Session, random_inputs  # noqa: E402
+
+from .common import mediapipe_model, show_summary  # noqa: E402
 
 ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "5"))
 TFLITE_ROUNDS = 50
@@ -64,16 +66,12 @@ def ratio_table(request):
                 t = RESULTS.get((name, f"{backend}-{mode}"))
                 if t:
                     lines.append(f"    {backend + '-' + mode:14s} {t * 1e3:9.2f}  = {t / t1:6.1f}x | {t / t2:6.1f}x")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():  # shown without -s, between the dots and the tables
-        print("\n".join(lines))
+    show_summary(request, lines)
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def model(request):
-    path = find_model(request.param)
-    if path is None:
-        pytest.skip(f"model {request.param} not cached: run ci/fetch-models.sh")
+    path = mediapipe_model(request.param)
     imported = load_tflite(path)
     return request.param, path, imported, random_inputs(imported.inputs, seed=0)
 
