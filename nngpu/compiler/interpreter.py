@@ -1,7 +1,8 @@
 """The reference graph interpreter: runs a subgraph's operations in order with numpy kernels.
 
-It is the executor of prepared models on the numpy backend, and device plans run their host
-operations through it. IF / WHILE reach referenced subgraphs through the OpContext executor."""
+The numpy backend executes it precompiled (numpy_plan.NumpyPlan), which runs through it the
+operations it does not bind; device plans run their host operations through it. IF / WHILE
+reach referenced subgraphs through the OpContext executor."""
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,8 @@ def _constants(model: Model_1_3, graph: Subgraph) -> dict[int, np.ndarray]:
 
 
 class GraphRunner:
-    """A prepared model's executable form on the reference path: constants read once. It is an
-    Executor (compiler/executor.py)."""
+    """A model's executable form on the reference path: constants read once. It is an Executor
+    (compiler/executor.py)."""
 
     def __init__(self, model: Model_1_3, version: HalVersion = HalVersion.V1_3):
         load_all()
@@ -89,6 +90,14 @@ class GraphRunner:
                       deadline_ns: int | None = None) -> list[np.ndarray]:
         """Operation k of a subgraph on the given input values (constants included)."""
         graph = self.graphs[graph_index]
+        outs = self.call_reference(k, inputs, graph_index, deadline_ns)
+        return [self.conform(k, graph, idx, value) for idx, value in zip(graph.operations[k].outputs, outs)]
+
+    def call_reference(self, k: int, inputs: list[np.ndarray | None], graph_index: int = 0,
+                       deadline_ns: int | None = None) -> list[np.ndarray]:
+        """The raw outputs of operation k's reference kernel (not cast to the operands' types
+        nor checked against their shapes); failures as ExecutionError."""
+        graph = self.graphs[graph_index]
         op = graph.operations[k]
         spec = lookup(op.type)
         if spec is None:
@@ -108,10 +117,10 @@ class GraphRunner:
                                  f"operation {k} ({spec.type.name}): {type(e).__name__}: {e}") from e
         if len(outs) != len(op.outputs):
             raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: wrong output count")
-        return [self._conform(k, graph, idx, value) for idx, value in zip(op.outputs, outs)]
+        return outs
 
     @staticmethod
-    def _conform(k: int, graph: Subgraph, idx: int, value: np.ndarray) -> np.ndarray:
+    def conform(k: int, graph: Subgraph, idx: int, value: np.ndarray) -> np.ndarray:
         """Cast to the operand's storage type and check the shape against the model's dims."""
         operand = graph.operands[idx]
         value = np.asarray(value).astype(dtype_of(operand.type), copy=False)

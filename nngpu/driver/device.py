@@ -35,6 +35,7 @@ from .buffer import BufferTable, DeviceBuffer
 from .capabilities import capabilities
 from .deadline import deadline_ns, passed
 from ..compiler.interpreter import GraphRunner
+from ..compiler.numpy_plan import NumpyPlan
 from .prepared_model import PreparedModel
 from .work_queue import PriorityPool
 
@@ -232,9 +233,9 @@ class Device(IDevice):
         return prepared
 
     def _compile(self, runner: GraphRunner, programs: ProgramSet):
-        """The device plan of a model on a kernel backend, or the reference runner itself."""
+        """The device plan of a model on a kernel backend, or the reference's numpy plan."""
         if self.backend.dialect is None:
-            return runner
+            return NumpyPlan(runner)
         return Plan(runner, self.backend, self.fusion, self.specialise, programs)
 
     def prepareModel(self, model, callback):

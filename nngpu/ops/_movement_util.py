@@ -51,12 +51,21 @@ class Variadic(Signature):
         return outs == self.outputs
 
 
-def pad_constant(x: np.ndarray, pads: Sequence[tuple[int, int]], value=0) -> np.ndarray:
-    """np.pad with a constant, as one filled buffer and one slice copy (several times faster
-    than np.pad on the small tensors of a model)."""
+def pad_constant(x: np.ndarray, pads: Sequence[tuple[int, int]], value=0,
+                 out: np.ndarray | None = None) -> np.ndarray:
+    """np.pad with a constant, as one slice copy into an empty buffer (or `out`, of the padded
+    shape) and a fill of only the border slabs (several times faster than np.pad on the small
+    tensors of a model)."""
     pads = [(int(a), int(b)) for a, b in pads]
-    out = np.full(tuple(d + a + b for d, (a, b) in zip(x.shape, pads)), value, dtype=x.dtype)
+    if out is None:
+        out = np.empty(tuple(d + a + b for d, (a, b) in zip(x.shape, pads)), dtype=x.dtype)
     out[tuple(slice(a, a + d) for d, (a, _) in zip(x.shape, pads))] = x
+    for k, (d, (a, b)) in enumerate(zip(x.shape, pads)):
+        lead = (slice(None),) * k           # corners are filled once per axis they pad
+        if a:
+            out[lead + (slice(0, a),)] = value
+        if b:
+            out[lead + (slice(a + d, None),)] = value
     return out
 
 

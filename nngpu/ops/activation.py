@@ -11,7 +11,7 @@ over all 256 inputs, and quantized PRELU runs the reference's fixed-point requan
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -22,7 +22,8 @@ from ..ir import Compute, Expr, clamp, fn
 from ._device import activation, floats
 from ._elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
 from .dtypes import dtype_of, quant_range
-from .elementwise import broadcast_two, check_rank, float_compute, quant_params, same_type_sigs, validate_broadcast
+from .elementwise import (broadcast_two, check_rank, float_compute, np_clip, quant_params, same_type_sigs,
+                          validate_broadcast)
 from .quant import (
     INT32_MAX,
     QUANT8_TYPES,
@@ -34,7 +35,7 @@ from .quant import (
 from . import fixedpoint as fp
 from .node import OpNode
 from .registry import HalVersion as V
-from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
+from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 
 _F32, _F16, _Q8, _Q8S = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 
@@ -48,8 +49,11 @@ def _validate_same_quant(ctx: OpContext) -> None:
             raise OpError("output scale and zeroPoint must equal the input's")
 
 
+_RELU_RANGE = {Act.RELU: (0.0, math.inf), Act.RELU1: (-1.0, 1.0), Act.RELU6: (0.0, 6.0)}
+
+
 def _relu_reference(act: Act):
-    lo_f, hi_f = {Act.RELU: (0.0, math.inf), Act.RELU1: (-1.0, 1.0), Act.RELU6: (0.0, 6.0)}[act]
+    lo_f, hi_f = _RELU_RANGE[act]
 
     def reference(ctx: OpContext) -> list[np.ndarray]:
         x = ctx.input(0)
@@ -58,10 +62,26 @@ def _relu_reference(act: Act):
             _validate_same_quant(ctx)
             s, z = quant_params(ctx, 0)
             lo, hi = activation_range_quant(act, s, z, t)
-            return [np.clip(x, lo, hi).astype(x.dtype)]
-        return [np.clip(x, lo_f, hi_f).astype(x.dtype)]
+            return [np.clip(x, lo, hi).astype(x.dtype, copy=False)]
+        return [np.clip(x, lo_f, hi_f).astype(x.dtype, copy=False)]
 
     return reference
+
+
+def _relu_bind(act: Act):
+    def bind(node: OpNode) -> Kernel:
+        t = node.in_operand(0).type
+        if t in QUANT8_TYPES:
+            _validate_same_quant(node)
+            lo, hi = activation_range_quant(act, *quant_params(node, 0), t)
+        else:
+            lo, hi = _RELU_RANGE[act]
+
+        def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+            np_clip(ins[0], lo, hi, out=outs[0])
+            return outs
+        return kernel
+    return bind
 
 
 def _quant_relu(act: Act):
@@ -74,11 +94,17 @@ def _quant_relu(act: Act):
     return build
 
 
+def _float32_bind(kernel: Kernel) -> Callable[[OpNode], Kernel | None]:
+    """The numpy plan binds `kernel` for float32 operands; other types run the reference."""
+    return lambda node: kernel if node.in_operand(0).type == _F32 else None
+
+
 def _unary_spec(op: Op, types: list, reference: Callable, float_expr: Callable[[Expr], Expr],
-                validate: Callable | None = None, quant: Callable = table_of) -> OpSpec:
+                validate: Callable | None = None, quant: Callable = table_of,
+                bind: Callable[[OpNode], Kernel | None] | None = None) -> OpSpec:
     """An activation of one tensor: its float expression and quantized device implementation."""
     spec = register(OpSpec(op, same_type_sigs(types, 1), reference, validate=validate, shape=same_shape(0),
-                           pattern=Pattern.ELEMENTWISE))
+                           pattern=Pattern.ELEMENTWISE, bind=bind))
     spec.device(floats(0))(unary("float", float_expr, f"float_{op.name.lower()}"))
     spec.device(quantized)(quant)
     return spec
@@ -87,7 +113,7 @@ def _unary_spec(op: Op, types: list, reference: Callable, float_expr: Callable[[
 _RELU_TYPES = [(_F32, V.V1_0), (_Q8, V.V1_0), (_F16, V.V1_2), (_Q8S, V.V1_3)]
 for _op, _act in {Op.RELU: Act.RELU, Op.RELU1: Act.RELU1, Op.RELU6: Act.RELU6}.items():
     _unary_spec(_op, _RELU_TYPES, _relu_reference(_act), lambda x, _act=_act: activation(x, _act),
-                _validate_same_quant, _quant_relu(_act))
+                _validate_same_quant, _quant_relu(_act), _relu_bind(_act))
 
 
 def _rescaled_input(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -127,7 +153,7 @@ def _logistic(ctx: OpContext) -> list[np.ndarray]:
     if t not in QUANT8_TYPES:
         with np.errstate(over="ignore"):
             xf = float_compute(x)
-            return [(np.float32(1) / (np.float32(1) + np.exp(-xf))).astype(x.dtype)]
+            return [(np.float32(1) / (np.float32(1) + np.exp(-xf))).astype(x.dtype, copy=False)]
     _validate_out_quant(Op.LOGISTIC)(ctx)
     rescaled, low, high = _rescaled_input(ctx, x)
     y = rounding_divide_by_pot(fp.logistic(rescaled), 23)   # Q0.31 -> units of 1/256
@@ -142,7 +168,7 @@ def _tanh(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.input(0)
     t = ctx.in_operand(0).type
     if t not in QUANT8_TYPES:
-        return [np.tanh(float_compute(x)).astype(x.dtype)]
+        return [np.tanh(float_compute(x)).astype(x.dtype, copy=False)]
     _validate_out_quant(Op.TANH)(ctx)
     rescaled, low, high = _rescaled_input(ctx, x)
     y = rounding_divide_by_pot(fp.tanh(rescaled), 24)       # Q0.31 -> units of 1/128
@@ -153,10 +179,25 @@ def _tanh(ctx: OpContext) -> list[np.ndarray]:
     return [y.astype(dtype_of(t))]
 
 
+def _logistic_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+    """_logistic's float expression, in place: 1 / (1 + exp(-x))."""
+    y = outs[0]
+    np.negative(ins[0], out=y)
+    np.exp(y, out=y)
+    np.add(y, np.float32(1), out=y)
+    np.divide(np.float32(1), y, out=y)
+    return outs
+
+
+def _tanh_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+    np.tanh(ins[0], out=outs[0])
+    return outs
+
+
 _unary_spec(Op.LOGISTIC, _RELU_TYPES, _logistic, lambda x: 1.0 / (1.0 + fn("exp", -x)),
-            _validate_out_quant(Op.LOGISTIC))
+            _validate_out_quant(Op.LOGISTIC), bind=_float32_bind(_logistic_f32))
 _unary_spec(Op.TANH, [(_F32, V.V1_0), (_F16, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], _tanh, lambda x: fn("tanh", x),
-            _validate_out_quant(Op.TANH))
+            _validate_out_quant(Op.TANH), bind=_float32_bind(_tanh_f32))
 
 
 # ---- PRELU ---------------------------------------------------------------------------------
@@ -188,8 +229,23 @@ def _prelu(ctx: OpContext) -> list[np.ndarray]:
     return [np.clip(np.where(xi >= 0, pos, neg) + ctx.out_operand(0).zeroPoint, lo, hi).astype(dtype_of(t))]
 
 
+def _prelu_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+    """_prelu's float expression into the output: min(x, 0) * alpha + max(x, 0)."""
+    x, y = ins[0], outs[0]
+    np.minimum(x, 0, out=y)
+    np.multiply(y, ins[1], out=y)
+    np.add(y, np.maximum(x, 0), out=y)
+    return outs
+
+
+def _prelu_bind(node: OpNode) -> Kernel | None:
+    broadcast_two(node)
+    return _float32_bind(_prelu_f32)(node)
+
+
 PRELU = register(OpSpec(Op.PRELU, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], 2),
-                        _prelu, validate=validate_broadcast, shape=broadcast_two, pattern=Pattern.ELEMENTWISE))
+                        _prelu, validate=validate_broadcast, shape=broadcast_two, pattern=Pattern.ELEMENTWISE,
+                        bind=_prelu_bind))
 
 
 @PRELU.device(floats(0, 1))
@@ -266,11 +322,21 @@ def _hard_swish(ctx: OpContext) -> list[np.ndarray]:
     if ctx.in_operand(0).type in QUANT8_TYPES:
         return [_hard_swish_quant(ctx, x)]
     xf = float_compute(x)
-    return [(xf * np.clip(xf + np.float32(3), 0, 6) / np.float32(6)).astype(x.dtype)]
+    return [(xf * np.clip(xf + np.float32(3), 0, 6) / np.float32(6)).astype(x.dtype, copy=False)]
+
+
+def _hard_swish_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+    """_hard_swish's float expression, in place: x * clip(x + 3, 0, 6) / 6."""
+    x, y = ins[0], outs[0]
+    np.add(x, np.float32(3), out=y)
+    np_clip(y, 0, 6, out=y)
+    np.multiply(x, y, out=y)
+    np.divide(y, np.float32(6), out=y)
+    return outs
 
 
 _unary_spec(Op.HARD_SWISH, [(t, V.V1_3) for t in (_F16, _F32, _Q8, _Q8S)], _hard_swish,
-            lambda x: x * fn("fmin", fn("fmax", x + 3.0, 0.0), 6.0) / 6.0)
+            lambda x: x * fn("fmin", fn("fmax", x + 3.0, 0.0), 6.0) / 6.0, bind=_float32_bind(_hard_swish_f32))
 
 
 # ---- ELU -----------------------------------------------------------------------------------
@@ -280,7 +346,7 @@ def _elu(ctx: OpContext) -> list[np.ndarray]:
     xf = float_compute(x)
     with np.errstate(over="ignore"):
         y = np.maximum(xf, 0) + np.minimum(0, alpha * (np.exp(xf) - 1))
-    return [y.astype(x.dtype)]
+    return [y.astype(x.dtype, copy=False)]
 
 
 ELU = register(OpSpec(Op.ELU, [sig([_F16, T.FLOAT16], [_F16], V.V1_3), sig([_F32, T.FLOAT32], [_F32], V.V1_3)],

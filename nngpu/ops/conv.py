@@ -41,9 +41,9 @@ from .conv_common import (
     resolve_window,
     window_geometry,
 )
-from .conv_kernels import depthwise_forward, finish, grouped_forward, operands
+from .conv_kernels import depthwise_forward, finish, float_epilogue, grouped_forward, operands
 from .node import OpNode
-from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register
+from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
 
 
 @dataclass
@@ -175,6 +175,27 @@ def _forward(ctx: OpContext, kind: str) -> list[np.ndarray]:
     return finish(ctx, acc, b, p.activation, 3 if kind == "depthwise" else 0, p.nchw)
 
 
+def _bind(kind: str):
+    """The numpy plan's float32 NHWC convolution with constant filter and bias: the reference's
+    kernels computing straight into the output buffer (other cases run the reference)."""
+    def bind(node: OpNode) -> Kernel | None:
+        p = node.params
+        if p.nchw or node.in_operand(0).type != F32 or not (node.is_constant(1) and node.is_constant(2)):
+            return None
+        g = _geometry(node, kind)
+        if g.n == 0:
+            return None
+        f, b = node.input(1), node.input(2)
+
+        def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+            if kind == "depthwise":
+                depthwise_forward(ins[0], f, p.multiplier, g.win, g.oh, g.ow, out=outs[0])
+            else:
+                grouped_forward(ins[0], f, g.groups, g.win, g.oh, g.ow, out=outs[0])
+            float_epilogue(outs[0], b, p.activation)
+            return outs
+        return kernel
+    return bind
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -340,6 +361,6 @@ for _op, _kind, _forms, _parse, _channel_dim in (
     _spec = register(OpSpec(_op, build_signatures(CONV_TENSOR_CONFIGS, _forms),
                             lambda ctx, _kind=_kind: _forward(ctx, _kind),
                             _make_validate(_parse, _channel_dim, _kind != "grouped"),
-                            shape=_shape(_kind), params=_parse, pattern=Pattern.REDUCTION))
+                            shape=_shape(_kind), params=_parse, pattern=Pattern.REDUCTION, bind=_bind(_kind)))
     _spec.device(floats(0, 1, 2))(_float_conv(_kind))
     _spec.device(_quant_filter)(_quant_conv(_kind))

@@ -2,7 +2,7 @@
 transpose_conv.py.
 
 They work in NHWC on strided views: conv is im2col + GEMM (1x1 is one plain GEMM), grouped conv
-a batched GEMM, depthwise one multiply-accumulate per filter tap. Float tensors (float16 too)
+a batched GEMM, depthwise einsums of the filter taps over strided views. Float tensors (float16 too)
 are computed in float32 like the reference; quantized inputs have their zero points removed and
 are accumulated exactly in float64 (sums of 8-bit products stay far below 2^53), then
 requantized per output channel like the reference."""
@@ -29,11 +29,12 @@ from .registry import OpContext, OpError
 # Largest im2col matrix built at once; bigger layers run in blocks of output rows so the copy
 # stays cache- and memory-friendly.
 _IM2COL_BYTES = 32 << 20
-# Output block of the depthwise tap loop: small enough to stay in L2 across all taps.
-_DW_BLOCK_BYTES = 128 << 10
 # From this many (repeated) channels on, depthwise runs as one einsum over the window view,
-# which measured faster than the tap loop there (and slower below).
+# which measured faster than the row einsums there (the stride's phase copies cost more).
 _DW_EINSUM_CHANNELS = 64
+# Stride 1 in W needs no phase copy: the row einsum wins up to this many channels, where the
+# filter taps tiled along the row start to cost more than the window einsum's short loops.
+_DW_ROWS_CHANNELS = 192
 
 
 def operands(ctx: OpContext, nchw: bool):
@@ -54,60 +55,70 @@ def operands(ctx: OpContext, nchw: bool):
     return xq, fq, b
 
 
-def depthwise_forward(x: np.ndarray, f: np.ndarray, mult: int, win: Window, oh: int, ow: int) -> np.ndarray:
-    """x [N,H,W,C], f [1,KH,KW,C*M] -> [N,OH,OW,C*M]: one multiply-accumulate of a shifted view
-    per filter tap (for wide layers one einsum instead). Output channel c*M+m reads input c, so
-    repeating each input channel M times reduces every multiplier to 1. W and C are merged into
-    one contiguous axis (the filter tap tiled along it) so numpy's inner loops run long, and the
-    output is done in blocks of rows that stay in cache across the taps."""
+def depthwise_forward(x: np.ndarray, f: np.ndarray, mult: int, win: Window, oh: int, ow: int,
+                      out: np.ndarray | None = None) -> np.ndarray:
+    """x [N,H,W,C], f [1,KH,KW,C*M] -> [N,OH,OW,C*M]. Output channel c*M+m reads input c, so
+    repeating each input channel M times reduces every multiplier to 1. Narrow layers (and
+    stride-1 ones up to _DW_ROWS_CHANNELS) run as einsums over image rows, wide ones as one
+    einsum over the window view. `out`: a contiguous [N,OH,OW,C*M] buffer to compute into."""
     if mult > 1:
         x = np.repeat(x, mult, axis=3)
-    n, _, _, c = x.shape
+    c = x.shape[3]
     kh, kw = f.shape[1], f.shape[2]
-    sh, sw = win.stride_h, win.stride_w
     xp = pad_nhwc(x, win)
-    if c >= _DW_EINSUM_CHANNELS:
-        # Wide layers: einsum's channel-contiguous inner loop over the window view wins.
-        return np.einsum("nhwijc,ijc->nhwc", window_view(xp, win, kh, kw, oh, ow), f.reshape(kh, kw, c))
-    # Column phases of the stride: tap j reads phase (j*dil) % sw from column (j*dil) // sw on.
-    phases: dict[int, np.ndarray] = {}
-    for j in range(kw):
-        q = (j * win.dil_w) % sw
-        if q not in phases:
-            ph = np.ascontiguousarray(xp[:, :, q::sw, :])
-            phases[q] = ph.reshape(n, ph.shape[1], ph.shape[2] * c)
-    taps = np.tile(f.reshape(kh, kw, c), (1, 1, ow))           # [KH,KW,OW*C]
-    acc = np.empty((n, oh, ow * c), dtype=x.dtype)
-    rows = max(1, min(oh, _DW_BLOCK_BYTES // (ow * c * x.itemsize)))
-    tmp = np.empty((rows, ow * c), dtype=x.dtype)
-    for b in range(n):
-        for r in range(0, oh, rows):
-            r1 = min(oh, r + rows)
-            out, t = acc[b, r:r1], tmp[:r1 - r]
-            for i in range(kh):
-                r0 = r * sh + i * win.dil_h
-                for j in range(kw):
-                    c0 = (j * win.dil_w) // sw * c
-                    v = phases[(j * win.dil_w) % sw][b, r0:r0 + (r1 - r - 1) * sh + 1:sh, c0:c0 + ow * c]
-                    if i == 0 and j == 0:
-                        np.multiply(v, taps[i, j], out=out)
-                    else:
-                        np.multiply(v, taps[i, j], out=t)
-                        out += t
+    f = f.reshape(kh, kw, c)
+    if c < _DW_EINSUM_CHANNELS or (win.stride_w == 1 and c < _DW_ROWS_CHANNELS):
+        return _depthwise_rows(xp, f, win, oh, ow, out)
+    # Wide layers: einsum's channel-contiguous inner loop over the window view wins.
+    return np.einsum("nhwijc,ijc->nhwc", window_view(xp, win, kh, kw, oh, ow), f, out=out)
+
+
+def _depthwise_rows(xp: np.ndarray, f: np.ndarray, win: Window, oh: int, ow: int,
+                    out: np.ndarray | None) -> np.ndarray:
+    """The depthwise sum with W and C merged into one contiguous axis, so every tap is a long
+    multiply-accumulate run. Tap j reads column phase q = (j*dil) % sw of the stride (a
+    contiguous copy unless sw == 1) from phase column (j*dil) // sw on; a phase's taps are
+    evenly spaced there, so one einsum per phase sums them (in (i, j) order) against the filter
+    taps tiled along the row."""
+    n, _, _, c = xp.shape
+    kh, kw, _ = f.shape
+    sw = win.stride_w
+    acc = None if out is None else out.reshape(n, oh, ow * c)
+    first = True
+    for q in range(sw):
+        js = [j for j in range(kw) if (j * win.dil_w) % sw == q]
+        if not js:
+            continue
+        ph = np.ascontiguousarray(xp[:, :, q::sw, :]) if sw > 1 else xp
+        rows = ph.reshape(n, ph.shape[1], ph.shape[2] * c)[:, :, (js[0] * win.dil_w) // sw * c:]
+        step = (js[1] - js[0]) * win.dil_w // sw if len(js) > 1 else 0
+        s0, s1, s2 = rows.strides
+        view = np.lib.stride_tricks.as_strided(rows, (n, oh, kh, len(js), ow * c),
+                                               (s0, s1 * win.stride_h, s1 * win.dil_h, s2 * c * step, s2),
+                                               writeable=False)
+        taps = np.tile(f[:, js], (1, 1, ow))                    # [KH,J,OW*C]
+        if first:
+            acc = np.einsum("nrijx,ijx->nrx", view, taps, out=acc)
+            first = False
+        else:
+            acc += np.einsum("nrijx,ijx->nrx", view, taps)
     return acc.reshape(n, oh, ow, c)
 
 
-def conv_forward(x: np.ndarray, f: np.ndarray, win: Window, oh: int, ow: int) -> np.ndarray:
-    """x [N,H,W,Cin], f [Cout,KH,KW,Cin] -> [N,OH,OW,Cout] as im2col + one GEMM per block."""
+def conv_forward(x: np.ndarray, f: np.ndarray, win: Window, oh: int, ow: int,
+                 out: np.ndarray | None = None) -> np.ndarray:
+    """x [N,H,W,Cin], f [Cout,KH,KW,Cin] -> [N,OH,OW,Cout] as im2col + one GEMM per block
+    (into `out`, a contiguous buffer of that shape, when given)."""
     n, _, _, cin = x.shape
     cout, kh, kw, _ = f.shape
     k = kh * kw * cin
     w = f.reshape(cout, k).T                                    # BLAS takes the transpose as is
+    acc = np.empty((n, oh, ow, cout), dtype=x.dtype) if out is None else out
     if kh == 1 and kw == 1:                                     # pads are 0 (< filter size)
         xs = x[:, ::win.stride_h, ::win.stride_w, :]
-        return (xs.reshape(n * oh * ow, cin) @ w).reshape(n, oh, ow, cout)
+        np.matmul(xs.reshape(n * oh * ow, cin), w, out=acc.reshape(n * oh * ow, cout))
+        return acc
     view = window_view(pad_nhwc(x, win), win, kh, kw, oh, ow)   # [N,OH,OW,KH,KW,Cin], no copy
-    acc = np.empty((n, oh, ow, cout), dtype=x.dtype)
     rows = max(1, min(oh, _IM2COL_BYTES // max(1, ow * k * x.itemsize)))
     for b in range(n):
         for r in range(0, oh, rows):
@@ -117,18 +128,23 @@ def conv_forward(x: np.ndarray, f: np.ndarray, win: Window, oh: int, ow: int) ->
     return acc
 
 
-def grouped_forward(x: np.ndarray, f: np.ndarray, groups: int, win: Window, oh: int, ow: int) -> np.ndarray:
-    """x [N,H,W,G*Cg], f [Cout,KH,KW,Cg] (Cout = G*Cog) -> [N,OH,OW,Cout], one batched GEMM."""
+def grouped_forward(x: np.ndarray, f: np.ndarray, groups: int, win: Window, oh: int, ow: int,
+                    out: np.ndarray | None = None) -> np.ndarray:
+    """x [N,H,W,G*Cg], f [Cout,KH,KW,Cg] (Cout = G*Cog) -> [N,OH,OW,Cout], one batched GEMM
+    (copied into `out` when given)."""
     if groups == 1:
-        return conv_forward(x, f, win, oh, ow)
+        return conv_forward(x, f, win, oh, ow, out)
     n = x.shape[0]
     cout, kh, kw, cg = f.shape
     m = n * oh * ow
     view = window_view(pad_nhwc(x, win), win, kh, kw, oh, ow).reshape(n, oh, ow, kh, kw, groups, cg)
     p = view.transpose(5, 0, 1, 2, 3, 4, 6).reshape(groups, m, kh * kw * cg)   # the one im2col copy
     w = f.reshape(groups, cout // groups, kh * kw * cg).transpose(0, 2, 1)
-    y = np.matmul(p, w)                                         # [G, M, Cog]
-    return y.transpose(1, 0, 2).reshape(n, oh, ow, cout)
+    y = np.matmul(p, w).transpose(1, 0, 2).reshape(n, oh, ow, cout)   # from [G, M, Cog]
+    if out is None:
+        return y
+    out[...] = y
+    return out
 
 
 def finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
@@ -142,6 +158,10 @@ def finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
         total = np.rint(acc).astype(np.int64) + bias.astype(np.int64)
         y = requantize(total, mults, shifts, ctx, activation)
     else:
-        y = np.add(acc, bias.astype(acc.dtype, copy=False), out=acc)
-        clip_activation(y, activation)
+        y = float_epilogue(acc, bias, activation)
     return [from_nhwc(y, nchw)]
+
+
+def float_epilogue(acc: np.ndarray, bias: np.ndarray, activation: int) -> np.ndarray:
+    """A float kernel's bias and fused activation, in place on its buffer `acc`."""
+    return clip_activation(np.add(acc, bias.astype(acc.dtype, copy=False), out=acc), activation)

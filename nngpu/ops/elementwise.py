@@ -10,9 +10,14 @@ through MultiplyByQuantizedMultiplier with the reference's own multipliers.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
+
+try:  # the ufunc np.clip calls, without its Python wrapper (2 µs a call)
+    from numpy._core.umath import clip as np_clip
+except ImportError:  # numpy 1.x
+    from numpy.core.umath import clip as np_clip
 
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
@@ -25,6 +30,7 @@ from .node import OpNode
 from .quant import (
     QUANT8_TYPES,
     VALID_ACTIVATIONS,
+    activation_range_float,
     activation_range_quant,
     apply_activation_float,
     multiply_by_quantized_multiplier,
@@ -32,7 +38,7 @@ from .quant import (
     wrap_int32,
 )
 from .registry import HalVersion as V
-from .registry import OpContext, OpError, OpSpec, Pattern, broadcast_shapes, register, sig
+from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, broadcast_shapes, register, sig
 
 MAX_RANK = 4
 ADD_LEFT_SHIFT = 20  # the reference's fixed-point headroom of quantized ADD / SUB
@@ -114,21 +120,36 @@ def _quant_range(ctx: OpContext, act: int) -> tuple[int, int]:
 
 
 # ---- references ----------------------------------------------------------------------------
-def _add_sub_quant(ctx: OpContext, x1: np.ndarray, x2: np.ndarray, act: int, negate: bool) -> np.ndarray:
+Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _add_sub_quant(ctx: OpContext, act: int, negate: bool) -> Binary:
     (m1, sh1), (m2, sh2), (mo, sho) = _add_sub_params(ctx, negate)
-    v1 = (x1.astype(np.int64) - ctx.in_operand(0).zeroPoint) * (1 << ADD_LEFT_SHIFT)
-    v2 = (x2.astype(np.int64) - ctx.in_operand(1).zeroPoint) * (1 << ADD_LEFT_SHIFT)
-    sc1 = multiply_by_quantized_multiplier(v1, m1, sh1)
-    sc2 = multiply_by_quantized_multiplier(v2, m2, sh2)
-    raw = multiply_by_quantized_multiplier(sc1 + sc2, mo, sho) + ctx.out_operand(0).zeroPoint
-    return np.clip(raw, *_quant_range(ctx, act)).astype(dtype_of(ctx.out_operand(0).type))
+    z1, z2, zo = ctx.in_operand(0).zeroPoint, ctx.in_operand(1).zeroPoint, ctx.out_operand(0).zeroPoint
+    lo, hi = _quant_range(ctx, act)
+    dtype = dtype_of(ctx.out_operand(0).type)
+
+    def run(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        v1 = (x1.astype(np.int64) - z1) * (1 << ADD_LEFT_SHIFT)
+        v2 = (x2.astype(np.int64) - z2) * (1 << ADD_LEFT_SHIFT)
+        sc1 = multiply_by_quantized_multiplier(v1, m1, sh1)
+        sc2 = multiply_by_quantized_multiplier(v2, m2, sh2)
+        raw = multiply_by_quantized_multiplier(sc1 + sc2, mo, sho) + zo
+        return np.clip(raw, lo, hi).astype(dtype)
+    return run
 
 
-def _mul_quant(ctx: OpContext, x1: np.ndarray, x2: np.ndarray, act: int) -> np.ndarray:
+def _mul_quant(ctx: OpContext, act: int) -> Binary:
     m, sh = _mul_params(ctx)
-    prod = (x1.astype(np.int64) - ctx.in_operand(0).zeroPoint) * (x2.astype(np.int64) - ctx.in_operand(1).zeroPoint)
-    raw = multiply_by_quantized_multiplier(prod, m, sh) + ctx.out_operand(0).zeroPoint
-    return np.clip(raw, *_quant_range(ctx, act)).astype(dtype_of(ctx.out_operand(0).type))
+    z1, z2, zo = ctx.in_operand(0).zeroPoint, ctx.in_operand(1).zeroPoint, ctx.out_operand(0).zeroPoint
+    lo, hi = _quant_range(ctx, act)
+    dtype = dtype_of(ctx.out_operand(0).type)
+
+    def run(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        prod = (x1.astype(np.int64) - z1) * (x2.astype(np.int64) - z2)
+        raw = multiply_by_quantized_multiplier(prod, m, sh) + zo
+        return np.clip(raw, lo, hi).astype(dtype)
+    return run
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -144,23 +165,42 @@ _FLOAT: dict[Op, NumpyFn] = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.mul
 _INT: dict[Op, NumpyFn] = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: _int_div}
 
 
-def _binary_reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
-    def reference(ctx: OpContext) -> list[np.ndarray]:
-        x1, x2 = ctx.input(0), ctx.input(1)
-        t = ctx.in_operand(0).type
-        act = activation_of(ctx, 2, t == T.TENSOR_INT32)
-        broadcast_two(ctx)
-        if t in QUANT8_TYPES:
-            if op == Op.MUL:
-                return [_mul_quant(ctx, x1, x2, act)]
-            return [_add_sub_quant(ctx, x1, x2, act, negate=op == Op.SUB)]
-        if t == T.TENSOR_INT32:
-            return [wrap_int32(_INT[op](x1.astype(np.int64), x2.astype(np.int64))).astype(np.int32)]
+def _binary(ctx: OpContext, op: Op) -> Binary:
+    """The operation on its two input values, its parameters parsed and checked once."""
+    t = ctx.in_operand(0).type
+    act = activation_of(ctx, 2, t == T.TENSOR_INT32)
+    broadcast_two(ctx)
+    if t in QUANT8_TYPES:
+        return _mul_quant(ctx, act) if op == Op.MUL else _add_sub_quant(ctx, act, negate=op == Op.SUB)
+    if t == T.TENSOR_INT32:
+        return lambda x1, x2: wrap_int32(_INT[op](x1.astype(np.int64), x2.astype(np.int64))).astype(np.int32)
+
+    def run(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             y = _FLOAT[op](float_compute(x1), float_compute(x2))
-        return [apply_activation_float(y, act).astype(x1.dtype)]
+        return apply_activation_float(y, act).astype(x1.dtype, copy=False)
+    return run
 
-    return reference
+
+def _binary_reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
+    return lambda ctx: [_binary(ctx, op)(ctx.input(0), ctx.input(1))]
+
+
+def _binary_bind(op: Op) -> Callable[[OpNode], Kernel]:
+    def bind(node: OpNode) -> Kernel:
+        run = _binary(node, op)
+        if node.in_operand(0).type != T.TENSOR_FLOAT32:
+            return lambda ins, outs: [run(ins[0], ins[1])]
+        f, act = _FLOAT[op], activation_of(node, 2)
+        if act == Act.NONE:
+            return lambda ins, outs: [f(ins[0], ins[1], out=outs[0])]
+        lo, hi = activation_range_float(act)
+
+        def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+            np_clip(f(ins[0], ins[1], out=outs[0]), lo, hi, out=outs[0])  # apply_activation_float, in place
+            return outs
+        return kernel
+    return bind
 
 
 def _validate_binary(ctx: OpContext) -> None:
@@ -252,7 +292,7 @@ _QUANT_DEVICE = {Op.ADD: _quant_add_sub(Op.ADD), Op.SUB: _quant_add_sub(Op.SUB),
 for _op, _types in _TYPES.items():
     _spec = register(OpSpec(_op, same_type_sigs(_types, 2, (T.INT32,)), _binary_reference(_op),
                             validate=_validate_mul if _op == Op.MUL else _validate_binary,
-                            shape=broadcast_two, pattern=Pattern.ELEMENTWISE))
+                            shape=broadcast_two, pattern=Pattern.ELEMENTWISE, bind=_binary_bind(_op)))
     _spec.device(floats(0, 1))(_float_binary(_op))
     _spec.device(input_type_in(INT32, 0, 1))(_int32_binary(_op))
     if _op in _QUANT_DEVICE:
@@ -264,7 +304,7 @@ def _pow(ctx: OpContext) -> list[np.ndarray]:
     base, exponent = ctx.input(0), ctx.input(1)
     broadcast_two(ctx)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return [np.power(float_compute(base), float_compute(exponent)).astype(base.dtype)]
+        return [np.power(float_compute(base), float_compute(exponent)).astype(base.dtype, copy=False)]
 
 
 POW = register(OpSpec(Op.POW, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2)], 2), _pow,

@@ -8,6 +8,8 @@ reference's own index map (_movement_device.index_map); CONCATENATION (a table p
 requantize), PAD / PAD_V2 and GATHER (indices known at compile time) have closed forms."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ..hal.types import OperandType as T
@@ -22,7 +24,7 @@ from ._movement_util import (CORE4, CORE4_I32, QUANT8, V, Variadic, check_shape_
 from .dtypes import dtype_of, quant_range
 from .node import OpNode
 from .quant import round_half_away
-from .registry import OpContext, OpError, sig
+from .registry import Kernel, OpContext, OpError, sig
 
 Shape = tuple[int, ...]
 _SCALAR_OF = {T.TENSOR_FLOAT32: T.FLOAT32, T.TENSOR_FLOAT16: T.FLOAT16,
@@ -76,6 +78,18 @@ def _concatenation(ctx: OpContext) -> list[np.ndarray]:
     if ctx.out_operand(0).type in QUANT8:
         xs = [_requantize_input(ctx, i, x) for i, x in enumerate(xs)]
     return [np.concatenate(xs, axis=axis)]
+
+
+def _concat_bind(node: OpNode) -> Kernel | None:
+    """The numpy plan's CONCATENATION straight into its output; requantizing inputs run the reference."""
+    axis, _ = _concat_axis(node)
+    if node.out_operand(0).type in QUANT8:
+        return None
+
+    def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+        np.concatenate(ins[:-1], axis=axis, out=outs[0])
+        return outs
+    return kernel
 
 
 def _concat_quant_rule(ctx: OpContext) -> None:
@@ -137,6 +151,16 @@ def _pad_value(ctx: OpContext):
 
 def _pad(ctx: OpContext) -> list[np.ndarray]:
     return [pad_constant(ctx.input(0), _paddings(ctx), _pad_value(ctx))]
+
+
+def _pad_bind(node: OpNode) -> Kernel | None:
+    """The numpy plan's PAD / PAD_V2 with constant paddings and value: straight into its output."""
+    pads, value = _paddings(node), _pad_value(node)
+
+    def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+        pad_constant(ins[0], pads, value, out=outs[0])
+        return outs
+    return kernel
 
 
 # ---- SLICE / STRIDED_SLICE / SPLIT ---------------------------------------------------------
@@ -299,17 +323,57 @@ def _channel_shuffle(ctx: OpContext) -> list[np.ndarray]:
     return [np.ascontiguousarray(np.swapaxes(split, axis, axis + 1)).reshape(x.shape)]
 
 
+# ---- the numpy plan's kernels: parameters parsed once, values copied into the outputs -------
+
+def _copy_of(view) -> Kernel:
+    """A Kernel storing view(input) into the output."""
+    def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+        np.copyto(outs[0], view(ins[0]))
+        return outs
+    return kernel
+
+
+def _transpose_bind(node: OpNode) -> Kernel:
+    perm = _perm(node)
+    return _copy_of(lambda x: x.transpose(perm))
+
+
+def _slice_bind(node: OpNode) -> Kernel:
+    box = _slice_box(node)
+    return _copy_of(lambda x: x[box])
+
+
+def _strided_slice_bind(node: OpNode) -> Kernel | None:
+    ranges, shape = _strided_ranges(node)
+    if not ranges:  # a 0-d input
+        return None
+    index = np.ix_(*ranges)
+    return _copy_of(lambda x: x[index].reshape(shape))
+
+
+def _split_bind(node: OpNode) -> Kernel:
+    axis, k = _split_axis(node)
+
+    def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+        for out, part in zip(outs, np.split(ins[0], k, axis=axis)):
+            np.copyto(out, part)
+        return outs
+    return kernel
+
+
 # ---- registration --------------------------------------------------------------------------
 
 _CONCAT_SIGS = [Variadic((T.INT32,), (t,), v, in_repeat=t) for t, v in typed(CORE4, V.V1_0)]
 CONCATENATION = register_injective(Op.CONCATENATION, _CONCAT_SIGS, _concatenation,
                                    rules(outputs=0, min_rank=1, extra=_concat_quant_rule), _concat_shape)
+CONCATENATION.bind = _concat_bind
 TRANSPOSE = register_injective(Op.TRANSPOSE, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
                                _transpose, rules(), _transpose_shape)
 PAD = register_injective(Op.PAD, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4, V.V1_1)],
                          _pad, rules(extra=nonzero_quant8_offset_needs_v1_2), _pad_shape)
 _PAD_V2_SIGS = [sig([t, T.TENSOR_INT32, _SCALAR_OF[t]], [t], v) for t, v in typed(CORE4, V.V1_2)]
 PAD_V2 = register_injective(Op.PAD_V2, _PAD_V2_SIGS, _pad, rules(), _pad_shape)
+PAD.bind = PAD_V2.bind = _pad_bind
 _SLICE_SIGS = [sig([t, T.TENSOR_INT32, T.TENSOR_INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)]
 SLICE = register_injective(Op.SLICE, _SLICE_SIGS, _slice, rules(max_rank=None, min_rank=1), _slice_shape)
 _STRIDED_SLICE_SIGS = [sig([t, T.TENSOR_INT32, T.TENSOR_INT32, T.TENSOR_INT32, T.INT32, T.INT32, T.INT32], [t], v)
@@ -329,6 +393,9 @@ CHANNEL_SHUFFLE = register_injective(Op.CHANNEL_SHUFFLE,
 
 for _s in (TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, TILE, CHANNEL_SHUFFLE):
     _s.device(copyable)(index_map)
+for _s, _bind in ((TRANSPOSE, _transpose_bind), (SLICE, _slice_bind), (STRIDED_SLICE, _strided_slice_bind),
+                 (SPLIT, _split_bind)):
+    _s.bind = _bind
 
 
 # ---- device closed forms -------------------------------------------------------------------

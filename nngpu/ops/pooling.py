@@ -47,7 +47,7 @@ from .conv_common import (
 )
 from .quant import activation_range_quant
 from .node import OpNode
-from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register, sig
+from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
 
 
 @dataclass
@@ -104,27 +104,37 @@ def _setup(ctx: OpContext):
 _MAX_TAP_LOOP = 32
 
 
-def _reduce_taps(x: np.ndarray, p: PoolParams, win, oh: int, ow: int, fill, combine) -> np.ndarray:
+def _reduce_taps(x: np.ndarray, p: PoolParams, win, oh: int, ow: int, fill, combine,
+                 out: np.ndarray | None = None) -> np.ndarray:
     """combine (np.add / np.maximum) over every filter tap of the padded input, vectorised over
-    N, OH, OW, C; `x` is already in the accumulation dtype. Returns an owned array."""
+    N, OH, OW, C; `x` is already in the accumulation dtype. Returns an owned array: `out` (an
+    [N,OH,OW,C] buffer of that dtype) when given."""
+    n, c = x.shape[0], x.shape[3]
+    if (oh, ow) == (1, 1) and (p.filter_h, p.filter_w) == x.shape[1:3] and not (
+            win.pad_top or win.pad_bottom or win.pad_left or win.pad_right):
+        # Global pooling: over H first (inner loops run along whole W*C rows), then over W.
+        y = combine.reduce(combine.reduce(x, axis=1), axis=1, out=None if out is None else out.reshape(n, c))
+        return y.reshape(n, 1, 1, c)
     xp = pad_nhwc(x, win, fill)
     if p.filter_h * p.filter_w > _MAX_TAP_LOOP:
         view = window_view(xp, win, p.filter_h, p.filter_w, oh, ow)
-        return combine.reduce(view, axis=(3, 4))
-    acc = None
+        return combine.reduce(view, axis=(3, 4), out=out)
+    acc = out
     for i in range(p.filter_h):
         for j in range(p.filter_w):
             v = tap(xp, win, i, j, oh, ow)
-            if acc is None:
+            if i == j == 0 and acc is None:
                 acc = np.array(v)               # owned, contiguous copy of the first tap
+            elif i == j == 0:
+                np.copyto(acc, v)
             else:
                 combine(acc, v, out=acc)
     return acc
 
 
-def _counts(x: np.ndarray, p: PoolParams, win, oh: int, ow: int) -> np.ndarray:
-    """[1,OH,OW,1] number of in-image taps per window (padding is not counted)."""
-    mask = window_valid_mask(win, x.shape[1], x.shape[2], p.filter_h, p.filter_w, oh, ow)
+def _counts(h: int, w: int, p: PoolParams, win, oh: int, ow: int) -> np.ndarray:
+    """[1,OH,OW,1] number of in-image taps per window of an HxW image (padding is not counted)."""
+    mask = window_valid_mask(win, h, w, p.filter_h, p.filter_w, oh, ow)
     return mask.sum(axis=(2, 3))[None, :, :, None]
 
 
@@ -136,7 +146,7 @@ def _quant_clamp(ctx: OpContext, y: np.ndarray, activation: int) -> np.ndarray:
 
 def _average(ctx: OpContext) -> list[np.ndarray]:
     p, x, win, oh, ow = _setup(ctx)
-    count = _counts(x, p, win, oh, ow)                                  # >= 1
+    count = _counts(x.shape[1], x.shape[2], p, win, oh, ow)             # >= 1
     if is_quant(ctx.in_operand(0).type):
         total = _reduce_taps(x.astype(np.int64), p, win, oh, ow, 0, np.add)
         # (sum ± count/2) / count with C truncation: rounds half away from zero.
@@ -163,9 +173,29 @@ def _max(ctx: OpContext) -> list[np.ndarray]:
     return [from_nhwc(y, p.nchw)]
 
 
+def _float_bind(kind: str):
+    """The numpy plan's float32 NHWC average / max pooling, straight into its output buffer."""
+    def bind(node: OpNode) -> Kernel | None:
+        p, src, win, oh, ow = _geometry(node)
+        if node.in_operand(0).type != F32 or p.nchw or src.n == 0:
+            return None
+        count = _counts(src.h, src.w, p, win, oh, ow).astype(np.float32)
+
+        def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+            if kind == "avg":
+                y = _reduce_taps(ins[0], p, win, oh, ow, 0, np.add, out=outs[0])
+                y /= count
+            else:
+                y = _reduce_taps(ins[0], p, win, oh, ow, -np.inf, np.maximum, out=outs[0])
+            clip_activation(y, p.activation)
+            return outs
+        return kernel
+    return bind
+
+
 def _l2(ctx: OpContext) -> list[np.ndarray]:
     p, x, win, oh, ow = _setup(ctx)
-    count = _counts(x, p, win, oh, ow).astype(np.float32)
+    count = _counts(x.shape[1], x.shape[2], p, win, oh, ow).astype(np.float32)
     sq = _reduce_taps(np.square(x, dtype=np.float32), p, win, oh, ow, 0, np.add)
     y = np.sqrt(sq / count, out=sq)
     return [from_nhwc(clip_activation(y, p.activation), p.nchw)]
@@ -249,7 +279,7 @@ _FLOATS = [(F32, HalVersion.V1_0), (F16, HalVersion.V1_2)]
 for _op, _kind, _ref, _types in ((Op.AVERAGE_POOL_2D, "avg", _average, _ALL), (Op.MAX_POOL_2D, "max", _max, _ALL),
                                  (Op.L2_POOL_2D, "l2", _l2, _FLOATS)):
     _spec = register(OpSpec(_op, _signatures(_types), _ref, _validate, shape=_shape, params=_params,
-                            pattern=Pattern.REDUCTION))
+                            pattern=Pattern.REDUCTION, bind=None if _kind == "l2" else _float_bind(_kind)))
     _spec.device(floats(0))(_float_pool(_kind))
     if _kind != "l2":
         _spec.device(types_in(QUANT8, 0))(_quant_pool(_kind))

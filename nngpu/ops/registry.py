@@ -139,6 +139,8 @@ class OpContext:
 
 
 Reference = Callable[[OpContext], list[np.ndarray]]
+# A bound kernel of the numpy plan: (input values, preallocated outputs) -> output values.
+Kernel = Callable[[Sequence["np.ndarray | None"], list[np.ndarray]], Sequence[np.ndarray]]
 Validate = Callable[[OpContext], None]
 ShapeFn = Callable[["OpNode"], list[tuple[int, ...]]]
 
@@ -187,6 +189,14 @@ class OpSpec:
     params: Callable[[OpContext], object] | None = None
     pattern: Pattern = Pattern.OPAQUE
     foldable: bool = True                 # False: never computed ahead of time (random, control flow)
+    # The numpy plan's fast path (compiler/numpy_plan.py), optional: called once at prepare with
+    # an OpNode whose constants and operand shapes are all known, it returns a Kernel computing
+    # exactly the reference's values, or None (the operation then runs `reference`). The Kernel
+    # gets empty output arrays of the output operands' shapes and storage dtypes, to fill with
+    # out= and return; it may return other arrays of exactly those shapes and dtypes (a view of
+    # an input). It may raise OpError for values the reference rejects; it must not keep
+    # per-execution state (executions of one model run concurrently).
+    bind: Callable[["OpNode"], Kernel | None] | None = None
     # For ops whose operand list is variadic in count and type (IF, WHILE): returns the version
     # the operand types need, or None. Replaces the signature table when set.
     matcher: Callable[[Sequence[int], Sequence[int]], HalVersion | None] | None = None

@@ -1,6 +1,7 @@
 """RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR, as the TFLite reference kernels compute them
-(float32 arithmetic in the reference's operation order; quantized bilinear truncates toward
-zero as its static_cast does). Output size by shape (INT32) or by scale (FLOAT32 / FLOAT16),
+(float32 arithmetic; quantized bilinear in the reference's operation order, then truncated
+toward zero as its static_cast does; float bilinear separably, columns then rows, within the
+corpus tolerance of that order). Output size by shape (INT32) or by scale (FLOAT32 / FLOAT16),
 optional NCHW layout (1.2), align_corners and half_pixel_centers (1.3).
 
 On the device, nearest neighbour is a copy (INJECTIVE) whose source index is computed per
@@ -9,7 +10,8 @@ to be exact (a product that is never contracted, align_corners' round-half-up on
 fraction) and checked against the reference's index table before the kernel is used.
 Bilinear (a 2x2 window: REDUCTION) reads its neighbours and weights per output row and column
 from tables the reference's own functions compute, and sums the four products in the
-reference's order without contraction: bit-exact, so quantized inputs run there too."""
+reference's order without contraction: bit-exact with the quantized reference, so quantized
+inputs run there too."""
 from __future__ import annotations
 
 import math
@@ -26,7 +28,7 @@ from ._movement_util import QUANT8, V, from_nhwc, layout_dims, nhwc_dims, rules,
 from ._reduce_device import mul_rn
 from .dtypes import quant_range
 from .node import OpNode
-from .registry import OpContext, OpError, OpSpec, Pattern, register, sig
+from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
 
 F32 = np.float32
 
@@ -58,18 +60,53 @@ def _bilinear_axis(out_size: int, in_size: int, align: bool, half: bool):
     return pos.astype(F32), lo, hi
 
 
-def _bilinear(x: np.ndarray, out_h: int, out_w: int, align: bool, half: bool) -> np.ndarray:
-    n, in_h, in_w, c = x.shape
-    fy, y0, y1 = _bilinear_axis(out_h, in_h, align, half)
-    fx, x0, x1 = _bilinear_axis(out_w, in_w, align, half)
+def _neighbours(x: np.ndarray, out_h: int, out_w: int, align: bool, half: bool):
+    """(lower, upper source index, fraction d) per output row, then per output column; the
+    fractions shaped to broadcast over an NHWC image."""
+    fy, y0, y1 = _bilinear_axis(out_h, x.shape[1], align, half)
+    fx, x0, x1 = _bilinear_axis(out_w, x.shape[2], align, half)
+    return ((y0, y1, (fy - y0.astype(F32)).reshape(1, out_h, 1, 1)),
+            (x0, x1, (fx - x0.astype(F32)).reshape(1, 1, out_w, 1)))
+
+
+def _bilinear(x: np.ndarray, out_h: int, out_w: int, align: bool, half: bool,
+              out: np.ndarray | None = None) -> np.ndarray:
+    """Float inputs: separable, columns then rows, each a gather of the two neighbours and one
+    weighted sum (a few ulp from the reference's four-term sum, within the corpus tolerance).
+    Columns first: their gather copies C-long pieces, the rows' whole image rows, so the slower
+    gather runs on the smaller image when upsampling. `out`: a float32 NHWC buffer to fill."""
+    (y0, y1, dy), (x0, x1, dx) = _neighbours(x, out_h, out_w, align, half)
+    cols = _lerp(x.astype(F32, copy=False), x0, x1, dx, axis=2)
+    return _lerp(cols, y0, y1, dy, axis=1, out=out)
+
+
+def _lerp(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, d: np.ndarray, axis: int,
+          out: np.ndarray | None = None) -> np.ndarray:
+    """x[lo] * (1 - d) + x[hi] * d along `axis`, in `out` (or a new buffer) and one more. The
+    indices are in range: mode="clip" only spares np.take its buffered bounds check."""
+    out = np.take(x, lo, axis=axis, out=out, mode="clip")
+    out *= F32(1) - d
+    far = np.take(x, hi, axis=axis, mode="clip")
+    far *= d
+    out += far
+    return out
+
+
+def _bilinear_exact(x: np.ndarray, out_h: int, out_w: int, align: bool, half: bool) -> np.ndarray:
+    """Quantized inputs: the reference's four terms ((v * wy) * wx) summed in its order in
+    float32, so the truncation that follows sees the reference's value bit for bit."""
+    (y0, y1, dy), (x0, x1, dx) = _neighbours(x, out_h, out_w, align, half)
     xf = x.astype(F32)
-    dy = (fy - y0.astype(F32)).reshape(1, out_h, 1, 1)
-    dx = (fx - x0.astype(F32)).reshape(1, 1, out_w, 1)
     one = F32(1)
-    rows0, rows1 = xf[:, y0], xf[:, y1]
-    # Same operand order as the reference, so float32 rounding matches.
-    return (rows0[:, :, x0] * (one - dy) * (one - dx) + rows1[:, :, x0] * dy * (one - dx)
-            + rows0[:, :, x1] * (one - dy) * dx + rows1[:, :, x1] * dy * dx)
+    rows = (np.take(xf, y0, axis=1), np.take(xf, y1, axis=1))
+    wy, wx = (one - dy, dy), (one - dx, dx)
+    out = None
+    for i, j, cols in ((0, 0, x0), (1, 0, x0), (0, 1, x1), (1, 1, x1)):   # the reference's order
+        term = np.take(rows[i], cols, axis=2)
+        term *= wy[i]
+        term *= wx[j]
+        out = term if out is None else np.add(out, term, out=out)
+    return out
 
 
 def _nearest_axis(out_size: int, in_size: int, align: bool, half: bool) -> np.ndarray:
@@ -120,13 +157,26 @@ def _resize(kind: Op):
         if kind == Op.RESIZE_NEAREST_NEIGHBOR:
             rows = _nearest_axis(p.out_h, p.in_h, p.align, p.half)
             out = img[:, rows][:, :, _nearest_axis(p.out_w, p.in_w, p.align, p.half)]
+        elif ctx.in_operand(0).type in QUANT8:  # static_cast<T>(float): truncation toward zero
+            out = _bilinear_exact(img, p.out_h, p.out_w, p.align, p.half)
+            info = np.iinfo(x.dtype)
+            out = np.clip(np.trunc(out, out=out), info.min, info.max, out=out).astype(x.dtype)
         else:
             out = _bilinear(img, p.out_h, p.out_w, p.align, p.half)
-            if ctx.in_operand(0).type in QUANT8:  # static_cast<T>(float): truncation toward zero
-                info = np.iinfo(x.dtype)
-                out = np.clip(np.trunc(out), info.min, info.max).astype(x.dtype)
         return [from_nhwc(out, p.nchw)]
     return reference
+
+
+def _bilinear_bind(node: OpNode) -> Kernel | None:
+    """The numpy plan's float32 NHWC RESIZE_BILINEAR, straight into its output buffer."""
+    p = node.params
+    if node.in_operand(0).type != T.TENSOR_FLOAT32 or p.nchw:
+        return None
+
+    def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+        _bilinear(ins[0], p.out_h, p.out_w, p.align, p.half, out=outs[0])
+        return outs
+    return kernel
 
 
 # ---- device ----------------------------------------------------------------------------------
@@ -215,8 +265,8 @@ def _signatures(kind: Op) -> list:
     return out
 
 
-for _kind, _pattern, _types, _build in (
-        (Op.RESIZE_BILINEAR, Pattern.REDUCTION, FLOATS | QUANT8, _bilinear_device),
-        (Op.RESIZE_NEAREST_NEIGHBOR, Pattern.INJECTIVE, COPYABLE, _nearest_device_build)):
+for _kind, _pattern, _types, _build, _bind in (
+        (Op.RESIZE_BILINEAR, Pattern.REDUCTION, FLOATS | QUANT8, _bilinear_device, _bilinear_bind),
+        (Op.RESIZE_NEAREST_NEIGHBOR, Pattern.INJECTIVE, COPYABLE, _nearest_device_build, None)):
     register(OpSpec(_kind, _signatures(_kind), _resize(_kind), rules(min_rank=4), shape=_shape, params=_params,
-                    pattern=_pattern)).device(types_in(_types, 0))(_build)
+                    pattern=_pattern, bind=_bind)).device(types_in(_types, 0))(_build)

@@ -5,9 +5,9 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import CORE4, CORE4_I32, V, check_rank, int_vector, rules, typed
+from ._movement_util import CORE4, CORE4_I32, V, check_rank, check_shape_rank, int_vector, rules, typed
 from ..ir.tensor import View
-from .registry import OpContext, OpError, OpSpec, Pattern, register, sig
+from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
 
 
 def resolve_shape(n_elements: int, shape: np.ndarray) -> tuple[int, ...]:
@@ -100,10 +100,17 @@ def _view(node, ins):
     return View(0)
 
 
+def _view_bind(node) -> Kernel:
+    """The numpy plan's RESHAPE / SQUEEZE: the input viewed in the output's static shape."""
+    check_shape_rank(node.in_shape(0), 0, 4, "input")
+    shape = node.out_shape(0)
+    return lambda ins, outs: [ins[0].reshape(shape)]
+
+
 for _op, _ref, _shape, _types, _since in ((Op.RESHAPE, _reshape, _reshape_shape, CORE4, V.V1_0),
                                           (Op.SQUEEZE, _squeeze, _squeeze_shape, CORE4, V.V1_1)):
     register(OpSpec(_op, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(_types, _since)], _ref, rules(),
-                    shape=_shape, pattern=Pattern.INJECTIVE)).device()(_view)
+                    shape=_shape, pattern=Pattern.INJECTIVE, bind=_view_bind)).device()(_view)
 
 register(OpSpec(Op.EXPAND_DIMS, [sig([t, T.INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
                 _expand_dims, rules(max_rank=None, min_rank=1), shape=_expand_dims_shape,

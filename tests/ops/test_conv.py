@@ -290,7 +290,7 @@ def test_quant8_output_scale_rule_raises_model_version():
     assert math.isclose(0.25, 0.5 * 0.5)
 
 
-# --- the fast kernels: tap-loop depthwise, blocked im2col, 1x1 GEMM, float16 in float32 -----
+# --- the fast kernels: depthwise einsums, blocked im2col, 1x1 GEMM, float16 in float32 -----
 
 @pytest.mark.parametrize("cin", [3, 40])      # 80 output channels take the einsum path
 def test_depthwise_strided_dilated_multiplier_batch_nchw(cin):
@@ -307,15 +307,17 @@ def test_depthwise_strided_dilated_multiplier_batch_nchw(cin):
     np.testing.assert_allclose(res.outputs[0], want.transpose(0, 3, 1, 2), rtol=1e-5, atol=1e-5)
 
 
-def test_depthwise_rows_in_blocks_match_loop(monkeypatch):
-    from nngpu.ops import conv_kernels
-    monkeypatch.setattr(conv_kernels, "_DW_BLOCK_BYTES", 64)   # one output row per block
-    x = rng.standard_normal((1, 7, 5, 4)).astype(np.float32)
-    fd = rng.standard_normal((1, 3, 3, 4)).astype(np.float32)
-    b = np.zeros(4, np.float32)
-    want = loop_conv(x, fd.transpose(3, 1, 2, 0), b, (1, 1, 1, 1), (1, 1), groups=4)
-    res = run_op(Op.DEPTHWISE_CONV_2D, [tensor(F32, x), tensor(F32, fd), tensor(F32, b), i32(1), i32(1), i32(1),
-                                        i32(1), i32(0)], [output(F32, [1, 7, 5, 4])])
+@pytest.mark.parametrize("c", [4, 70, 200])    # row einsum, row einsum (stride 1 only), window einsum
+@pytest.mark.parametrize("stride_w, dil_w", [(1, 2), (3, 1)])   # 3: a column phase without taps
+def test_depthwise_paths_match_loop(c, stride_w, dil_w):
+    x = rng.standard_normal((1, 7, 9, c)).astype(np.float32)
+    fd = rng.standard_normal((1, 3, 2, c)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    want = loop_conv(x, fd.transpose(3, 1, 2, 0), b, (1, 1, 1, 0), (1, stride_w), (1, dil_w), groups=c)
+    res = run_op(Op.DEPTHWISE_CONV_2D, [tensor(F32, x), tensor(F32, fd), tensor(F32, b), i32(1), i32(0), i32(1),
+                                        i32(1), i32(stride_w), i32(1), i32(1), i32(0), scalar(T.BOOL, False),
+                                        i32(dil_w), i32(1)], [output(F32, list(want.shape))])
+    assert res.status == ErrorStatus.NONE
     np.testing.assert_allclose(res.outputs[0], want, rtol=1e-5, atol=1e-5)
 
 

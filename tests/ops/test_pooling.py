@@ -134,6 +134,16 @@ def test_large_window_padded_strided(kind, op):
     np.testing.assert_allclose(res.outputs[0], want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind,op", [("avg", Op.AVERAGE_POOL_2D), ("max", Op.MAX_POOL_2D), ("l2", Op.L2_POOL_2D)])
+def test_global_window_reduced_over_rows_then_columns(kind, op):
+    x = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
+    geo = ((0, 0, 0, 0), (1, 1), (5, 7))      # one window covering the whole image
+    want = loop_pool(x, kind, *geo)
+    res = run_op(op, [tensor(F32, x), *explicit(*geo)], [output(F32, [0, 0, 0, 0])])
+    assert res.status == ErrorStatus.NONE and res.shapes[0] == [2, 1, 1, 3]
+    np.testing.assert_allclose(res.outputs[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_global_average_quant8_large_window_rounds():
     x = rng.integers(0, 256, (1, 8, 8, 4)).astype(np.uint8)
     want = np.floor(x.astype(np.float64).mean(axis=(1, 2), keepdims=True) + 0.5)   # half up = away (>= 0)

@@ -81,6 +81,30 @@ def test_quant8_bilinear_truncates_toward_zero():
     assert r.outputs[0].ravel().tolist() == [0, 0, 1, 1]  # source 0, 0.5, 1, 1.5 -> 0, 0.5->0, 1, 1
 
 
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("t,lo,hi", [(Q8, 0, 255), (T.TENSOR_QUANT8_ASYMM_SIGNED, -128, 127)])
+def test_quant_bilinear_is_the_float32_four_term_sum_bit_for_bit(align, half, t, lo, hi):
+    # The reference per pixel in float32 scalars: ((v * wy) * wx) summed in its order, truncated.
+    f32 = np.float32
+    x = np.random.default_rng(9).integers(lo, hi + 1, (2, 5, 6, 3)).astype(np.uint8 if t == Q8 else np.int8)
+    r = _resize(Op.RESIZE_BILINEAR, x, (11, 9), (False, align, half), t=t, qp=(0.5, 3))
+    assert r.status == ErrorStatus.NONE
+
+    def axis(o, in_size, out_size):
+        scale = f32(in_size - 1) / f32(out_size - 1) if align else f32(in_size) / f32(out_size)
+        pos = (f32(o) + f32(0.5)) * scale - f32(0.5) if half else f32(o) * scale
+        a, b = max(math.floor(pos), 0), min(math.ceil(pos), in_size - 1)
+        return a, b, f32(pos - f32(a))
+
+    for n, oy, ox, c in itertools.product(range(2), range(9), range(11), range(3)):
+        (y0, y1, dy), (x0, x1, dx) = axis(oy, 5, 9), axis(ox, 6, 11)
+        v = [[f32(x[n, y, xx, c]) for xx in (x0, x1)] for y in (y0, y1)]
+        one = f32(1)
+        total = v[0][0] * (one - dy) * (one - dx) + v[1][0] * dy * (one - dx)
+        total = total + v[0][1] * (one - dy) * dx + v[1][1] * dy * dx
+        assert r.outputs[0][n, oy, ox, c] == np.clip(np.trunc(total), lo, hi)
+
+
 def test_bad_resize_arguments_fail():
     x = np.ones((1, 2, 2, 1), dtype=np.float32)
     for size, flags in (((0, 2), ()), ((2, 2), (False, True, True))):

@@ -1,0 +1,105 @@
+"""The numpy plan's bound window kernels (`bind` of the convolutions, pooling, RESIZE_BILINEAR
+and PAD): they compute into the plan's output buffers with exactly the reference's bits; other
+cases stay on the reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.compiler.interpreter import GraphRunner
+from nngpu.compiler.numpy_plan import NumpyPlan
+from nngpu.hal.types import FusedActivationFunc as Act
+from nngpu.hal.types import OperationType as Op
+
+from tests.compiler.model_builder import T, ModelBuilder
+
+F32, I32 = T.TENSOR_FLOAT32, T.INT32
+rng = np.random.default_rng(21)
+
+
+def _single(op: Op, x_type: int, x_shape, out_shape, scalars, scale: float = 0.0, zero_point: int = 0):
+    """One operation on one input tensor and constant `scalars` ((type, value) pairs)."""
+    b = ModelBuilder()
+    x = b.input(x_type, x_shape, scale, zero_point)
+    b.output(b.op(op, [x] + [b.constant(t, v) for t, v in scalars], x_type, out_shape, scale, zero_point))
+    if x_type == F32:
+        return b.build(), [rng.standard_normal(x_shape).astype(np.float32)]
+    return b.build(), [rng.integers(0, 256, x_shape).astype(np.uint8)]
+
+
+def _model(op: Op, x_shape, f_shape, out_shape, scalars, f_const: bool = True):
+    b = ModelBuilder()
+    x = b.input(F32, x_shape)
+    cout = f_shape[3] if op == Op.DEPTHWISE_CONV_2D else f_shape[0]
+    fv = rng.standard_normal(f_shape).astype(np.float32)
+    f = b.constant(F32, fv) if f_const else b.input(F32, f_shape)
+    bias = b.constant(F32, rng.standard_normal(cout).astype(np.float32))
+    ins = [x, f, bias] + [b.constant(t, v) for t, v in scalars]
+    b.output(b.op(op, ins, F32, out_shape))
+    inputs = [rng.standard_normal(x_shape).astype(np.float32)] + ([] if f_const else [fv])
+    return b.build(), inputs
+
+
+def _explicit(pads, strides, act, *extra):
+    """(left, right, top, bottom), (w, h) as scalar operands, then `extra` INT32 scalars."""
+    return [(I32, v) for v in (*pads, *strides, *extra, act)]
+
+
+CASES = {
+    "conv-1x1": (Op.CONV_2D, (1, 5, 6, 8), (4, 1, 1, 8), (1, 5, 6, 4), _explicit((0, 0, 0, 0), (1, 1), Act.RELU)),
+    "conv-3x3-s2-pads": (Op.CONV_2D, (2, 7, 9, 3), (5, 3, 3, 3), (2, 4, 4, 5),
+                         _explicit((1, 0, 1, 1), (2, 2), Act.RELU6)),
+    "grouped-conv": (Op.GROUPED_CONV_2D, (1, 5, 6, 6), (4, 3, 3, 3), (1, 5, 6, 4),
+                     _explicit((1, 1, 1, 1), (1, 1), Act.NONE, 2) + [(T.BOOL, False)]),
+    "depthwise-rows-s1": (Op.DEPTHWISE_CONV_2D, (1, 6, 7, 4), (1, 3, 3, 8), (1, 6, 7, 8),
+                          _explicit((1, 1, 1, 1), (1, 1), Act.NONE, 2)),
+    "depthwise-phases-s2": (Op.DEPTHWISE_CONV_2D, (1, 9, 9, 5), (1, 3, 3, 5), (1, 4, 4, 5),
+                            _explicit((0, 0, 0, 0), (2, 2), Act.RELU, 1)),
+    "depthwise-window-s2": (Op.DEPTHWISE_CONV_2D, (1, 9, 9, 70), (1, 3, 3, 70), (1, 5, 5, 70),
+                            _explicit((1, 1, 1, 1), (2, 2), Act.RELU1, 1)),
+}
+
+
+POOL = _explicit((1, 0, 1, 1), (2, 2), Act.RELU, 3, 3)        # pads, strides, filter 3x3, RELU
+SINGLE = {
+    "average-pool": (Op.AVERAGE_POOL_2D, F32, (1, 7, 8, 3), (1, 4, 4, 3), POOL),
+    "max-pool": (Op.MAX_POOL_2D, F32, (2, 7, 8, 3), (2, 4, 4, 3), POOL),
+    "global-average-pool": (Op.AVERAGE_POOL_2D, F32, (1, 5, 6, 4), (1, 1, 1, 4),
+                            _explicit((0, 0, 0, 0), (1, 1), Act.NONE, 6, 5)),
+    "resize-bilinear-half-pixel": (Op.RESIZE_BILINEAR, F32, (1, 4, 5, 3), (1, 8, 9, 3),
+                                   [(I32, 9), (I32, 8), (T.BOOL, False), (T.BOOL, False), (T.BOOL, True)]),
+    "resize-bilinear-align": (Op.RESIZE_BILINEAR, F32, (1, 4, 5, 3), (1, 7, 3, 3),
+                              [(I32, 3), (I32, 7), (T.BOOL, False), (T.BOOL, True), (T.BOOL, False)]),
+    "pad": (Op.PAD, F32, (1, 3, 4, 2), (1, 5, 5, 5), [(T.TENSOR_INT32, [[0, 0], [1, 1], [0, 1], [1, 2]])]),
+    "pad-quant8-zero-point": (Op.PAD, T.TENSOR_QUANT8_ASYMM, (1, 3, 4, 2), (2, 3, 6, 2),
+                              [(T.TENSOR_INT32, [[1, 0], [0, 0], [2, 0], [0, 0]])], 0.5, 7),
+}
+
+
+def _check_bound(model, inputs) -> None:
+    plan = NumpyPlan(GraphRunner(model))
+    (bound,) = plan._bound.values()
+    assert bound.steps[0].kernel is not None, "the operation should be bound"
+    want = GraphRunner(model).run(inputs)
+    for _ in range(2):  # the second execution reuses the first one's output buffer
+        got = plan.run(inputs)
+        assert got[0].dtype == want[0].dtype and got[0].tobytes() == want[0].tobytes()
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bound_convolution_gives_the_reference_bits(name):
+    _check_bound(*_model(*CASES[name]))
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_bound_pool_resize_pad_give_the_reference_bits(name):
+    _check_bound(*_single(*SINGLE[name]))
+
+
+def test_filter_given_at_execution_runs_the_reference():
+    op, x_shape, f_shape, out_shape, scalars = CASES["conv-1x1"]
+    model, inputs = _model(op, x_shape, f_shape, out_shape, scalars, f_const=False)
+    plan = NumpyPlan(GraphRunner(model))
+    (bound,) = plan._bound.values()
+    assert bound.steps[0].kernel is None
+    np.testing.assert_array_equal(plan.run(inputs)[0], GraphRunner(model).run(inputs)[0])
