@@ -1,7 +1,11 @@
-"""Latency of one small execution (ADD of two 1x1000 float32 tensors) on each path:
-executeSynchronously, execute_1_2 + callback, a burst in process, a burst to another process;
-and the bare FMQ round trip to another process (a 7-datum packet echoed back), busy-polled on
-both sides and sleeping on both sides, which bound what a burst's transport can cost.
+"""Latency of one small execution (ADD of two 1x1000 float32 tensors) on each path and backend
+(numpy, and each device backend here): executeSynchronously, execute_1_2 + callback, a burst in
+process, a burst to another process; and the bare FMQ round trip to another process (a 7-datum
+packet echoed back), busy-polled on both sides and sleeping on both sides, which bound what a
+burst's transport can cost. The summary gives, per backend, burst / executeSynchronously in
+process, and what a hot cross-process burst adds over the busy-polled round trip: its latency
+less the floor, and less the floor and the driver's own time (its median timeInDriver,
+dequeue to enqueue), which leaves the client's encoding and decoding and the transport.
 
 Run explicitly: `pytest bench` (the default `pytest` run collects tests/ only).
 
@@ -15,6 +19,7 @@ burst: the client's a small model's execution, the server's a client's think tim
 both sides sleep and cost nothing. The cross-process figures are bimodal (~60-70 µs on two
 CPUs, ~90 µs when the scheduler puts both processes on one), so compare medians of one run."""
 import socket
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -22,6 +27,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from nngpu.backends import device_backends
 from nngpu.burst import CLIENT_SPIN_US, ExecutionBurstController
 from nngpu.burst_serialization import DATUM_SIZE
 from nngpu.driver.burst_server import SERVER_SPIN_US
@@ -41,11 +47,39 @@ from nngpu.hal.types import (
 from nngpu.memory import allocate_shared
 from nngpu.testing import output, scalar, single_op_model, tensor
 
+from .common import show_summary
+
 pytestmark = pytest.mark.benchmark(group="burst", min_rounds=200, warmup=True)
 
 N = 1000
 A = np.linspace(0, 1, N, dtype=np.float32).reshape(1, N)
 B = np.full((1, N), 2.0, np.float32)
+MEDIANS: dict[str, float] = {}  # "test[backend]" -> median s
+DRIVER_S: dict[str, float] = {}  # backend -> median timeInDriver of a cross-process burst, s
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ratio_table(request):
+    yield
+    floor = MEDIANS.get("ring[busy_polled]")
+    lines = ["", "bursts (median µs; machine shared, compare within one run):"]
+    for backend in ["numpy", *device_backends()]:
+        sync, inproc = MEDIANS.get(f"sync[{backend}]"), MEDIANS.get(f"in_process[{backend}]")
+        cross, driver = MEDIANS.get(f"cross_process[{backend}]"), DRIVER_S.get(backend)
+        if sync and inproc:
+            lines.append(f"  {backend:7s} executeSynchronously {sync * 1e6:7.1f}  burst in process {inproc * 1e6:7.1f}"
+                         f"  = {inproc / sync:5.2f}x sync")
+        if cross and floor and driver is not None:
+            lines.append(f"  {backend:7s} burst cross-process {cross * 1e6:7.1f}  FMQ floor {floor * 1e6:5.1f}"
+                         f"  driver {driver * 1e6:6.1f}  adds {(cross - floor) * 1e6:6.1f} over the floor,"
+                         f" {(cross - floor - driver) * 1e6:6.1f} beyond the driver's time")
+    show_summary(request, lines)
+
+
+def _record(benchmark, key: str) -> None:
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None and getattr(stats, "stats", None) is not None:
+        MEDIANS[key] = stats.stats.median
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +88,15 @@ def model():
                            [output(T.TENSOR_FLOAT32, [1, N])])
 
 
+@pytest.fixture(scope="module", params=["numpy", *device_backends()])
+def backend(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def prepared(model):
+def prepared(model, backend):
     cb = PreparedModelCallback()
-    assert Device("numpy").prepareModel_1_2(model, ExecutionPreference.FAST_SINGLE_ANSWER, [], [], bytes(32), cb) \
+    assert Device(backend).prepareModel_1_2(model, ExecutionPreference.FAST_SINGLE_ANSWER, [], [], bytes(32), cb) \
         == ErrorStatus.NONE
     cb.wait(60)
     return cb.prepared_model
@@ -80,9 +119,10 @@ def _check(result, out):
     np.testing.assert_array_equal(out.array(np.float32).reshape(1, N), A + B)
 
 
-def test_execute_synchronously(benchmark, prepared, request_):
+def test_execute_synchronously(benchmark, prepared, backend, request_):
     req, out = request_
     _check(benchmark(prepared.executeSynchronously, req, MeasureTiming.NO), out)
+    _record(benchmark, f"sync[{backend}]")
 
 
 def test_execute_1_2_callback(benchmark, prepared, request_):
@@ -96,21 +136,25 @@ def test_execute_1_2_callback(benchmark, prepared, request_):
     _check(benchmark(run), out)
 
 
-def test_burst_in_process(benchmark, prepared, request_):
+def test_burst_in_process(benchmark, prepared, backend, request_):
     req, out = request_
     with ExecutionBurstController.create(prepared) as burst:
         _check(benchmark(burst.compute, req, MeasureTiming.NO), out)
+    _record(benchmark, f"in_process[{backend}]")
 
 
-def test_burst_cross_process(benchmark, model, request_):
+def test_burst_cross_process(benchmark, model, backend, request_):
     from nngpu.service.burst_ipc import BurstService
 
     req, out = request_
-    with BurstService.spawn() as service:
+    with BurstService.spawn(backend) as service:
         status, remote = service.prepare(model)
         assert status == ErrorStatus.NONE
         with ExecutionBurstController.create(remote) as burst:
             _check(benchmark(burst.compute, req, MeasureTiming.NO), out)
+            driver_us = [burst.compute(req, MeasureTiming.YES)[2].timeInDriver for _ in range(200)]
+    _record(benchmark, f"cross_process[{backend}]")
+    DRIVER_S[backend] = statistics.median(driver_us) * 1e-6
 
 
 # ---- the bare ring ----------------------------------------------------------------------------------
@@ -148,6 +192,7 @@ def test_ring_round_trip_cross_process(benchmark, mode):
             return from_child.read_blocking(None, timeout=10)
 
         assert benchmark(round_trip) == packet
+        _record(benchmark, f"ring[{mode}]")
     finally:
         to_child.close()
         from_child.close()

@@ -26,14 +26,15 @@ TFLITE_ROUNDS = 50
 
 
 def _backends() -> list[str]:
-    names = ["numpy"]
-    try:
-        from nngpu.driver.device import Device
+    from nngpu.driver.device import Device
 
-        Device("opencl")
-        names.append("opencl")
-    except Exception:
-        pass
+    names = ["numpy"]
+    for name in ("opencl", "cuda"):
+        try:
+            Device(name)
+            names.append(name)
+        except Exception:
+            pass
     return names
 
 

@@ -115,12 +115,15 @@ class Profiler:
             self.record("execution", "execution", start, index=index)
             self._local.execution = outer
 
-    def step(self, segment: "Segment", index: int, start: int, state: "_State") -> None:
-        """Step `index` of a device plan's segment, begun at `start`: wait for its device work."""
+    def step(self, segment: "Segment", index: int, start: int, state: "_State", device_ns: int | None = None) -> None:
+        """Step `index` of a device plan's segment, begun at `start`: wait for its device work.
+        `device_ns`: its time on the device from the backend's events, where it has them."""
         segment.plan.backend.synchronize()
         cat, name, args = self._step_labels(segment)[index]
         if cat == "transfer":
             args = {**args, "bytes": _transfer_bytes(segment, state, args["tensor"])}
+        if device_ns is not None:
+            args = {**args, "device_ns": device_ns}
         self.record(cat, name, start, **args)
 
     def operation(self, runner: "GraphRunner", k: int, start: int) -> None:

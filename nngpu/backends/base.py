@@ -11,12 +11,13 @@ import contextvars
 import functools
 import hashlib
 import logging
+import math
 import os
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -27,20 +28,26 @@ log = logging.getLogger("nngpu.backends")
 
 @dataclass
 class DeviceValue:
-    """A tensor value resident in a backend buffer: an IBuffer's storage."""
+    """A tensor value resident in a backend buffer: an IBuffer's storage, or a region of a
+    burst slot's registered pool (at `offset` bytes into it)."""
 
     buf: object
     shape: tuple[int, ...]
     dtype: np.dtype
     backend: "Backend"
+    offset: int = 0
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize  # not np.prod: µs on a burst's hot path
 
     def to_host(self) -> np.ndarray:
         host = np.empty(self.shape, dtype=self.dtype)
-        self.backend.download(self.buf, host)
+        buf = self.buf
+        if self.offset:  # download reads from a buffer's start
+            buf = self.backend.alloc(self.nbytes)
+            self.backend.copy(buf, self.buf, self.nbytes, 0, self.offset)
+        self.backend.download(buf, host)
         return host
 
 
@@ -146,8 +153,8 @@ class Backend(ABC):
     def download(self, buf: Any, host: np.ndarray) -> None: ...
 
     @abstractmethod
-    def copy(self, dst: Any, src: Any, nbytes: int) -> None:
-        """Device-to-device copy of the first `nbytes` bytes."""
+    def copy(self, dst: Any, src: Any, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
+        """Device-to-device copy of `nbytes` bytes, from `src_offset` in src to `dst_offset` in dst."""
 
     # ---- compilation ----------------------------------------------------------------------------
     def compile(self, source: str, names: list[str]) -> list[Any]:
@@ -210,5 +217,60 @@ class Backend(ABC):
         platform has one)."""
         raise NotImplementedError(f"the {self.name} backend has no GEMM")
 
+    # ---- bound steps: what a plan builds at prepare and only calls per execution ----------------
+    def bind(self, kernel: Any, global_size: int, args: list[Any]) -> Callable[[], Any]:
+        """The launch of `kernel` over `args`, as a call without arguments."""
+        return functools.partial(self.launch, kernel, global_size, args)
+
+    def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int) -> Callable[[], Any]:
+        return functools.partial(self.gemm, a, b, c, m, n, k)
+
+    def timed(self, run: Callable[[], Any]) -> int | None:
+        """Run a bound step alone and wait for it: its device time in ns from the backend's own
+        events (profiling), None where it has none."""
+        run()
+        self.synchronize()
+        return None
+
+    def download_async(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A new host array of `buf`'s first bytes, valid after the next synchronize() (so an
+        execution's outputs cost one wait, not one each)."""
+        host = np.empty(shape, dtype=dtype)
+        self.download(buf, host)
+        return host
+
+    # CUDA graphs (see compiler/replay.py): a backend with `graphs` records bound steps into one
+    # replayable call and moves host bytes through pinned staging buffers it can capture.
+    graphs = False
+
+    def capture(self, steps: list[Callable[[], Any]]) -> Callable[[], Any]:
+        raise NotImplementedError(f"the {self.name} backend captures no graphs")
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        """A page-locked uint8 host array (staging for captured uploads and downloads)."""
+        raise NotImplementedError(f"the {self.name} backend captures no graphs")
+
+    def stage_in(self, buf: Any, staging: np.ndarray, nbytes: int) -> None:
+        """Enqueue the copy of a pinned staging array's first `nbytes` into `buf` (capturable)."""
+        raise NotImplementedError(f"the {self.name} backend captures no graphs")
+
+    def stage_out(self, staging: np.ndarray, buf: Any, nbytes: int) -> None:
+        """Enqueue the copy of `buf`'s first `nbytes` into a pinned staging array (capturable)."""
+        raise NotImplementedError(f"the {self.name} backend captures no graphs")
+
+    def address(self, buf: Any) -> int:
+        """Where `buf` lives on the device: a captured copy from it is valid while this holds."""
+        raise NotImplementedError(f"the {self.name} backend captures no graphs")
+
     def synchronize(self) -> None:
         """Wait for everything enqueued."""
+
+    # ---- host registration (burst slots) ----------------------------------------------------------
+    def register_host(self, view: np.ndarray) -> Any | None:
+        """A buffer over the writable host bytes `view` (a pool's mapping) that `copy` reads and
+        writes in place, so transfers to and from it are device-side; None where the backend
+        cannot (the caller then moves the bytes through the host). Kept until release_host."""
+        return None
+
+    def release_host(self, handle: Any) -> None:
+        """Give up a register_host buffer; `view` may be unmapped afterwards."""

@@ -2,6 +2,8 @@
 and cached on disk; CuPy loads and launches them."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..hal.types import DeviceType
@@ -68,10 +70,10 @@ class CudaBackend(Backend):
             buf[: host.nbytes].get(stream=self.stream, out=flat)
             self.stream.synchronize()
 
-    def copy(self, dst, src, nbytes: int) -> None:
+    def copy(self, dst, src, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
         if nbytes:
             with self.stream:
-                dst[:nbytes] = src[:nbytes]
+                dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
 
     def cache_identity(self) -> str:
         return self.arch
@@ -90,6 +92,13 @@ class CudaBackend(Backend):
     def kernel(self, module, name: str):
         return module.get_function(name)
 
+    def prepare_gemm(self) -> None:
+        """cuBLAS's handle and lazy set-up, now: a graph capturing a GEMM may allocate nothing."""
+        one = self.cp.ones((1, 1), dtype=self.cp.float32)
+        with self.stream:
+            self.cp.matmul(one, one)
+        self.stream.synchronize()
+
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
         """cuBLAS through CuPy, on float32 views of the raw buffers."""
         cp = self.cp
@@ -104,5 +113,74 @@ class CudaBackend(Backend):
         with self.stream:
             kernel((grid,), (BLOCK,), tuple(args))
 
+    def download_async(self, buf, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Into a new pinned array (pageable memory would make the copy synchronous)."""
+        import cupyx
+
+        host = cupyx.empty_pinned(shape, dtype=dtype)
+        self.stage_out(host, buf, host.nbytes)
+        return host
+
+    def timed(self, run) -> int:
+        cuda = self.cp.cuda
+        start, end = cuda.Event(), cuda.Event()
+        start.record(self.stream)
+        run()
+        end.record(self.stream)
+        end.synchronize()
+        return int(cuda.get_elapsed_time(start, end) * 1e6)
+
+    # ---- CUDA graphs ------------------------------------------------------------------------------
+    graphs = True
+
+    def capture(self, steps: list):
+        """Stream capture of the bound steps (recorded, not run), replayed by one graph launch."""
+        self.stream.synchronize()
+        with self.stream:
+            self.stream.begin_capture()
+            try:
+                for step in steps:
+                    step()
+            finally:
+                graph = self.stream.end_capture()
+        return functools.partial(graph.launch, self.stream)
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        import cupyx
+
+        return cupyx.empty_pinned(max(int(nbytes), 1), dtype=np.uint8)
+
+    def stage_in(self, buf, staging: np.ndarray, nbytes: int) -> None:
+        if nbytes:
+            rt = self.cp.cuda.runtime
+            rt.memcpyAsync(buf.data.ptr, staging.ctypes.data, int(nbytes), rt.memcpyHostToDevice, self.stream.ptr)
+
+    def stage_out(self, staging: np.ndarray, buf, nbytes: int) -> None:
+        if nbytes:
+            rt = self.cp.cuda.runtime
+            rt.memcpyAsync(staging.ctypes.data, buf.data.ptr, int(nbytes), rt.memcpyDeviceToHost, self.stream.ptr)
+
+    def address(self, buf) -> int:
+        return int(buf.data.ptr)
+
     def synchronize(self) -> None:
         self.stream.synchronize()
+
+    def register_host(self, view: np.ndarray):
+        """cudaHostRegister (page-locked, mapped): a uint8 CuPy array aliasing the pool's pages
+        through their device pointer, so copies to and from it are DMA from the pool itself."""
+        if not view.flags.writeable or not view.nbytes:
+            return None
+        cp, rt = self.cp, self.cp.cuda.runtime
+        portable, mapped = 1, 2  # cudaHostRegister flags (CuPy names none)
+        host = view.reshape(-1).view(np.uint8)
+        ptr = host.ctypes.data
+        rt.hostRegister(ptr, host.nbytes, portable | mapped)
+        # the memory's owner keeps the pages mapped while the array lives
+        mem = cp.cuda.UnownedMemory(rt.pointerGetAttributes(ptr).devicePointer, host.nbytes, host)
+        return cp.ndarray((host.nbytes,), cp.uint8, cp.cuda.MemoryPointer(mem, 0))
+
+    def release_host(self, handle) -> None:
+        self.stream.synchronize()  # no enqueued copy may still use the pages
+        rt = self.cp.cuda.runtime
+        rt.hostUnregister(rt.pointerGetAttributes(handle.data.ptr).hostPointer)

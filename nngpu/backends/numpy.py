@@ -26,5 +26,11 @@ class NumpyBackend(Backend):
     def download(self, buf: np.ndarray, host: np.ndarray) -> None:
         host.reshape(-1).view(np.uint8)[:] = buf[: host.nbytes]
 
-    def copy(self, dst: np.ndarray, src: np.ndarray, nbytes: int) -> None:
-        dst[:nbytes] = src[:nbytes]
+    def copy(self, dst: np.ndarray, src: np.ndarray, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
+        dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
+
+    def register_host(self, view: np.ndarray) -> np.ndarray:
+        return view.reshape(-1).view(np.uint8)  # host memory is this backend's device memory
+
+    def release_host(self, handle: np.ndarray) -> None:
+        del handle

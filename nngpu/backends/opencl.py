@@ -1,6 +1,8 @@
 """OpenCL backend (pyopencl): the first GPU platform device, else a CPU device (e.g. PoCL)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..hal.types import DeviceType
@@ -48,7 +50,9 @@ class OpenCLBackend(Backend):
         self.queue = cl.CommandQueue(self.context)
         self.device_type = DeviceType.GPU if self.device.type & cl.device_type.GPU else DeviceType.CPU
         self.description = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
-        self._gemm = None
+        self._timing_queue = None   # made when profiling first asks for device times
+        self._reads: list = []      # download_async events, held to the next synchronize: pyopencl
+                                    # waits for a transfer whose event it drops
 
     def alloc(self, nbytes: int):
         return self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, size=max(int(nbytes), 4))
@@ -64,9 +68,16 @@ class OpenCLBackend(Backend):
         if host.nbytes:
             self.cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
 
-    def copy(self, dst, src, nbytes: int) -> None:
-        if nbytes:
-            self.cl.enqueue_copy(self.queue, dst, src, byte_count=int(nbytes))
+    def download_async(self, buf, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        host = np.empty(shape, dtype=dtype)
+        if host.nbytes:
+            self._reads.append(self.cl.enqueue_copy(self.queue, host, buf, is_blocking=False))
+        return host
+
+    def copy(self, dst, src, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
+        if nbytes:  # offsets, not sub-buffers: these need CL_DEVICE_MEM_BASE_ADDR_ALIGN
+            self.cl.enqueue_copy(self.queue, dst, src, byte_count=int(nbytes), dst_offset=int(dst_offset),
+                                 src_offset=int(src_offset))
 
     def cache_identity(self) -> str:
         d = self.device
@@ -83,17 +94,52 @@ class OpenCLBackend(Backend):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
     def prepare_gemm(self) -> None:
-        self._gemm = self.compile(kernel_template("gemm.cl"), ["nn_gemm"])[0]
+        self.compile(kernel_template("gemm.cl"), ["nn_gemm"])
 
-    def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
-        if self._gemm is None:
-            self.prepare_gemm()
+    # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
+    # the kernel object holds the arguments, set once here: each step has its own object.
+    def bind(self, kernel, global_size: int, args: list):
+        if global_size <= 0:
+            return functools.partial(_nothing, self.queue)
+        kernel.set_args(*args)
+        return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, (int(global_size),), None)
+
+    def bind_gemm(self, a, b, c, m: int, n: int, k: int):
+        kernel = self.compile(kernel_template("gemm.cl"), ["nn_gemm"])[0]  # a new object of the built program
+        kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k))
         size = (n, (m + GEMM_ROWS - 1) // GEMM_ROWS)
-        self._gemm(self.queue, size, None, a, b, c, np.int32(m), np.int32(n), np.int32(k))
+        return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, size, None)
 
-    def launch(self, kernel, global_size: int, args: list) -> None:
-        if global_size > 0:
-            kernel(self.queue, (int(global_size),), None, *args)
+    def timed(self, run) -> int:
+        """On a second queue with PROFILING_ENABLE, after the plan's queue has drained."""
+        if self._timing_queue is None:
+            self._timing_queue = self.cl.CommandQueue(
+                self.context, properties=self.cl.command_queue_properties.PROFILING_ENABLE)
+        self.queue.finish()
+        event = run.func(self._timing_queue, *run.args[1:])
+        if event is None:
+            return 0
+        event.wait()
+        return int(event.profile.end - event.profile.start)
 
     def synchronize(self) -> None:
         self.queue.finish()
+        self._reads.clear()
+
+    def register_host(self, view: np.ndarray):
+        """CL_MEM_USE_HOST_PTR over the pool's own pages, on a device that shares host memory
+        (a CPU device, an integrated GPU): it reads and writes them in place, so host writes
+        between executions need no map / unmap to be seen. A discrete GPU may cache the buffer
+        in its own memory, which only mapping would bring back in step: it gets None."""
+        if not view.flags.writeable or not view.nbytes or not self.device.host_unified_memory:
+            return None
+        flags = self.cl.mem_flags.READ_WRITE | self.cl.mem_flags.USE_HOST_PTR
+        return self.cl.Buffer(self.context, flags, hostbuf=view.reshape(-1).view(np.uint8))
+
+    def release_host(self, handle) -> None:
+        self.queue.finish()  # no enqueued copy may still use the pages
+        handle.release()
+
+
+def _nothing(queue) -> None:
+    """An empty launch (a zero-size tensor): nothing to enqueue."""

@@ -27,10 +27,12 @@ from ..backends.base import Backend, DeviceValue, ProgramSet, compiling_for
 from ..hal.types import ErrorStatus
 from ..ir.storage import STORAGE_DTYPE
 from ..ops.dtypes import dtype_of
+from .capture import Run, split_runs
 from .infer import Known, initial_known
 from .interpreter import ExecutionError, GraphRunner
 from .lower import (NO_DATA, GemmStep, HostStep, KernelStep, SegmentSpec, Transfer, declared_input_shapes, host_segment,
                     lower_segment)
+from .replay import Replay
 
 log = logging.getLogger("nngpu.plan")
 
@@ -82,7 +84,10 @@ class Barrier:
 
 
 class Segment:
-    """A SegmentSpec on a backend: buffers allocated, constants uploaded, kernels compiled."""
+    """A SegmentSpec on a backend: buffers allocated, constants uploaded, kernels compiled, and
+    each launch bound to its buffers, so that an execution only enqueues. Its steps run as the
+    runs of capture.py: on CUDA a device run replays a captured graph (replay.py); step by step
+    with `plan.graphs` off, while profiling (each step timed alone) and on other backends."""
 
     def __init__(self, plan: "Plan", spec: SegmentSpec, parent_buffers: Mapping[int, Any]) -> None:
         backend = plan.backend
@@ -106,17 +111,22 @@ class Segment:
             if any(isinstance(s, GemmStep) for s in spec.steps):
                 backend.prepare_gemm()
         self.steps = [self._compile(s) for s in spec.steps]
+        self.runs = split_runs(spec.steps)
+        # the device runs as CUDA graphs, by run index (captured now for host inputs; see replay.py)
+        self.replays = {i: Replay(self, r) for i, r in enumerate(self.runs) if not r.host} if backend.graphs else {}
         self.barrier = None
         self.ran = False                # the first run reports progress
         if spec.stop is not None:
             self.barrier = Barrier(spec.stop.values, spec.stop.shapes, self._next, self._host_rest, plan.limit)
 
     def _compile(self, step):
-        b = self.buffers
+        """The step with everything bound that stays the same between executions (an OpenCL
+        kernel's arguments are set here, once)."""
+        b, backend = self.buffers, self.plan.backend
         if isinstance(step, KernelStep):
-            return ("launch", self.kernels[step.name], step.size, [b[t] for t in step.args])
+            return ("launch", backend.bind(self.kernels[step.name], step.size, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
-            return ("gemm", [b[t] for t in step.args], step.m, step.n, step.k)
+            return ("gemm", backend.bind_gemm(*(b[t] for t in step.args), step.m, step.n, step.k))
         if isinstance(step, Transfer):
             return ("upload" if step.to_device else "download", step.tensor, b[step.tensor])
         return ("host", step)
@@ -145,15 +155,31 @@ class Segment:
             self._run(state, deadline_ns, None)
 
     def _run(self, state: _State, deadline_ns: int | None, bar: progress.Bar | None) -> None:
-        backend, plan = self.plan.backend, self.plan
         prof = profiling.current  # None unless recording
-        for i, step in enumerate(self.steps):
+        stepwise = prof is not None or bar is not None or not self.plan.graphs  # profiles time each step
+        for index, run in enumerate(self.runs):
+            replay = None if stepwise else self.replays.get(index)
+            if replay is not None and replay.replay(state):
+                continue
+            self._steps(run, state, deadline_ns, prof, bar)
+            if run.downloads:   # what follows (a host step, a barrier's key) reads them
+                self.plan.backend.synchronize()
+            if replay is not None:
+                replay.capture(state)
+
+    def _steps(self, run: Run, state: _State, deadline_ns: int | None, prof: profiling.Profiler | None,
+               bar: progress.Bar | None) -> None:
+        backend, plan = self.plan.backend, self.plan
+        for i in range(run.start, run.stop):
+            step = self.steps[i]
             start = prof.now() if prof else 0
             kind = step[0]
-            if kind == "launch":
-                backend.launch(step[1], step[2], step[3])
-            elif kind == "gemm":
-                backend.gemm(*step[1], step[2], step[3], step[4])
+            device_ns = None
+            if kind == "launch" or kind == "gemm":
+                if prof:
+                    device_ns = backend.timed(step[1])
+                else:
+                    step[1]()
             elif kind == "upload":
                 plan.upload(state, self, step[1], step[2])
             elif kind == "download":
@@ -162,16 +188,15 @@ class Segment:
             else:
                 plan.host_step(state, self, step[1], deadline_ns)
             if prof:
-                prof.step(self, i, start, state)
+                prof.step(self, i, start, state, device_ns)
             if bar is not None:
                 backend.synchronize()
                 bar.update(1)
 
     def download(self, t: int, buf) -> np.ndarray:
-        shape = self.spec.known.shapes[t]
-        value = np.empty(shape, dtype=dtype_of(self.plan.graph.operands[t].type))
-        self.plan.backend.download(buf, value)
-        return value
+        """Tensor t's value from `buf`, valid after the backend's next synchronize()."""
+        return self.plan.backend.download_async(buf, self.spec.known.shapes[t],
+                                                dtype_of(self.plan.graph.operands[t].type))
 
 
 class Plan:
@@ -184,6 +209,7 @@ class Plan:
         self.model = reference.model
         self.graph = reference.model.main
         self.backend, self.fuse = backend, fuse
+        self.graphs = backend.graphs    # replay device runs as captured graphs (CUDA); False: step by step
         self.transfers = 0
         self._lock = threading.Lock()   # executions share the planned buffers
         self._last: list[Segment] = []
@@ -257,7 +283,7 @@ class Plan:
     def upload(self, state: _State, seg: Segment, t: int, buf) -> None:
         if t in state.device_inputs:
             value = state.device_inputs[t]
-            self.backend.copy(buf, value.buf, value.nbytes)
+            self.backend.copy(buf, value.buf, value.nbytes, 0, value.offset)
             return
         self.transfers += 1
         self.backend.upload(buf, np.ascontiguousarray(self.lookup(state, seg, t)))
@@ -274,8 +300,19 @@ class Plan:
             state.host[t] = value
 
     def _output(self, state: _State, seg: Segment, k: int, buffer):
+        """Output k: into `buffer`'s storage (an IBuffer), or device-side into `buffer`'s bytes
+        when it is a DeviceValue region of a registered pool that the value fits (else, and for
+        a host value, a host array: the caller writes it or reports the region too small)."""
         t = self.graph.outputIndexes[k]
         on_device = t in seg.buffers and t not in state.host
+        if isinstance(buffer, DeviceValue):
+            if on_device:
+                value = DeviceValue(buffer.buf, seg.spec.known.shapes[t], dtype_of(self.graph.operands[t].type),
+                                    self.backend, buffer.offset)
+                if value.nbytes <= buffer.nbytes:
+                    self.backend.copy(buffer.buf, seg.buffers[t], value.nbytes, buffer.offset)
+                    return value
+            buffer = None
         if buffer is None:
             return seg.download(t, seg.buffers[t]) if on_device else self.lookup(state, seg, t)
         shape = seg.spec.known.shapes[t] if on_device else tuple(self.lookup(state, seg, t).shape)

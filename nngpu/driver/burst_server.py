@@ -2,7 +2,11 @@
 that reads request packets from the request FMQ, executes them and answers on the result FMQ.
 
 Pools arrive as slot identifiers; a per-burst cache maps slots to memories, asking the client's
-IBurstCallback.getMemories once for every slot it has not seen (freeMemory drops a slot).
+IBurstCallback.getMemories once for every slot it has not seen (freeMemory drops a slot). On a
+device plan the cache also registers each memory's mapping with the backend (page-locked on
+CUDA, CL_MEM_USE_HOST_PTR on OpenCL), so an execution copies its inputs and outputs between that
+registration and the plan's buffers on the device, with no host copy; freeing the slot releases
+it. A repeated packet is also checked against the model once: the remembered check is reused.
 Every packet gets exactly one result packet: an ill-formed packet or unknown slot an error with
 no output shapes and no timing, and a result too long for the result FMQ GENERAL_FAILURE.
 
@@ -24,11 +28,14 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
+
+from ..backends.base import Backend, DeviceValue
 from ..burst_serialization import DATUM_SIZE, PacketError, decode_request, encode_result
 from ..fmq import MessageQueue, QueueDescriptor, QueueError
 from ..hal.interfaces import IBurstCallback, IBurstContext
-from ..hal.types import ErrorStatus, MeasureTiming, OutputShape, Request, Timing
-from .execution import Result, begin
+from ..hal.types import ErrorStatus, MeasureTiming, OutputShape, Timing
+from .execution import Checked, Result, check
 
 log = logging.getLogger("nngpu.burst")
 
@@ -48,11 +55,14 @@ class _BadSlots(Exception):
 
 
 class _SlotCache:
-    """slot -> memory for one burst; misses are fetched from the client in one call."""
+    """slot -> memory for one burst, and the memory's registration with `backend` (None: the
+    executor moves bytes through the host); misses are fetched from the client in one call."""
 
-    def __init__(self, callback: IBurstCallback):
+    def __init__(self, callback: IBurstCallback, backend: Backend | None = None):
         self._callback = callback
+        self._backend = backend
         self._memories: dict[int, Any] = {}
+        self._registered: dict[int, DeviceValue] = {}
         self._lock = threading.Lock()
         self.generation = 0  # bumped by every change: what was resolved before is stale after
 
@@ -75,8 +85,10 @@ class _SlotCache:
             memories = list(memories or [])
             if len(memories) != len(missing) or any(not hasattr(m, "view") for m in memories):
                 raise _BadSlots(ErrorStatus.GENERAL_FAILURE, "getMemories returned the wrong memories")
+            registered = {s: r for s, m in zip(missing, memories) if (r := self._register(m)) is not None}
             with self._lock:
                 self._memories.update(zip(missing, memories))
+                self._registered.update(registered)
                 self.generation += 1
         with self._lock:
             try:
@@ -84,15 +96,42 @@ class _SlotCache:
             except KeyError as e:  # freed between fetch and use by a misbehaving client
                 raise _BadSlots(ErrorStatus.INVALID_ARGUMENT, f"slot {e} freed during the request") from e
 
+    def registration(self, slot: int) -> DeviceValue | None:
+        """The slot's memory as one uint8 value in backend memory, if it is registered."""
+        return self._registered.get(slot)
+
+    def _register(self, memory: Any) -> DeviceValue | None:
+        if self._backend is None:
+            return None
+        try:
+            handle = self._backend.register_host(np.frombuffer(memory.map(), np.uint8))
+        except Exception as e:  # e.g. a mapping the device cannot pin: that slot goes through the host
+            log.info("burst: cannot register %r with %s: %s", memory, self._backend.name, e)
+            return None
+        return None if handle is None else DeviceValue(handle, (memory.size,), np.dtype(np.uint8), self._backend)
+
     def free(self, slot: int) -> None:
         with self._lock:
             self._memories.pop(slot, None)
+            registered = self._registered.pop(slot, None)
             self.generation += 1
+        self._release([registered])
 
     def clear(self) -> None:
         with self._lock:
             self._memories.clear()
+            registered = list(self._registered.values())
+            self._registered.clear()
             self.generation += 1
+        self._release(registered)
+
+    def _release(self, registered: list[DeviceValue | None]) -> None:
+        for value in registered:
+            if value is not None:
+                try:
+                    self._backend.release_host(value.buf)
+                except Exception:  # the memory is gone either way
+                    log.exception("burst: releasing a registered memory")
 
     def __len__(self) -> int:
         return len(self._memories)
@@ -107,22 +146,25 @@ class BurstContext(IBurstContext):
         self._requests = requests
         self._results = results
         self.in_process = in_process
-        self.slots = _SlotCache(callback)
+        # a device plan's backend registers the slots (the reference reads pools on the host)
+        self.slots = _SlotCache(callback, getattr(prepared.executor, "backend", None))
         self._stop = threading.Event()
         self._serving = threading.Lock()  # held while one packet is read, run and answered
-        # packet bytes -> (slot generation, Request with its pools, MeasureTiming): a burst
-        # mostly repeats a few packets, which then skip decoding and slot resolution
-        self._recent: dict[bytes, tuple[int, Request, MeasureTiming]] = {}
+        # packet bytes -> (slot generation, its request checked, MeasureTiming): a burst mostly
+        # repeats a few packets, which then skip decoding, slot resolution and the model checks
+        self._recent: dict[bytes, tuple[int, Checked | Result, MeasureTiming]] = {}
         self._worker = threading.Thread(target=self._serve, name="nngpu-burst", daemon=True)
         self._worker.start()
 
     # ---- IBurstContext ----------------------------------------------------------------------
     def freeMemory(self, slot: int) -> None:
         try:
-            self.slots.free(int(slot))
+            slot = int(slot)
         except (TypeError, ValueError):
-            pass
-        self._recent.clear()  # do not keep the memory alive in a remembered request
+            return
+        with self._serving:  # not while a packet runs: its copies may use the registration
+            self.slots.free(slot)
+            self._recent.clear()  # do not keep the memory alive in a remembered request
 
     def close(self) -> None:
         """Stop the worker (waking it if it waits on a queue) and release the queues."""
@@ -169,8 +211,9 @@ class BurstContext(IBurstContext):
             log.exception("burst worker failed")
             self._send(ErrorStatus.GENERAL_FAILURE, [], _NO_TIMING, wait=False)
         finally:
-            self.slots.clear()
-            self._recent.clear()
+            with self._serving:
+                self.slots.clear()
+                self._recent.clear()
             self._requests.close()
             self._results.close()
 
@@ -184,31 +227,38 @@ class BurstContext(IBurstContext):
             status, shapes, timing = ErrorStatus.GENERAL_FAILURE, [], _NO_TIMING
         return self._send(status, shapes, timing, wait)
 
-    def _request_of(self, raw: bytes) -> tuple[Request, MeasureTiming]:
-        """The packet's Request with its pools resolved; PacketError or _BadSlots."""
-        generation = self.slots.generation  # read first: a change during resolve makes it stale
+    def _checked(self, raw: bytes) -> tuple[Checked | Result, MeasureTiming]:
+        """The packet's request, its pools resolved (and registered) and checked against the
+        model: a Checked to run, or the failed check's Result; PacketError or _BadSlots."""
         hit = self._recent.get(raw)
-        if hit is not None and hit[0] == generation:
+        if hit is not None and hit[0] == self.slots.generation:
             return hit[1], hit[2]
         burst_request = decode_request(raw)
         request = burst_request.with_pools(self.slots.resolve(burst_request.slots))
+        generation = self.slots.generation  # after resolve's own change; frees wait for _serving
+        prepared = self._prepared
+        checked = check(prepared.executor, request, burst_request.measure, prepared.resolve_token)
+        if isinstance(checked, Checked):  # a burst's pools are all memories, one per slot
+            for pool, slot in zip(checked.pools, burst_request.slots):
+                pool.registered = self.slots.registration(slot)
         if hit is not None or len(self._recent) >= _RECENT:
             self._recent.clear()  # stale entries hold memories the client may have freed
-        self._recent[raw] = (generation, request, burst_request.measure)
-        return request, burst_request.measure
+        self._recent[raw] = (generation, checked, burst_request.measure)
+        return checked, burst_request.measure
 
     def _execute(self, raw: bytes, t_dequeued: int) -> tuple[ErrorStatus, list[OutputShape], Timing]:
         try:
-            request, measure = self._request_of(raw)
+            checked, measure = self._checked(raw)
         except PacketError as e:
             log.info("burst: ill-formed request packet: %s", e)
             return ErrorStatus.INVALID_ARGUMENT, [], _NO_TIMING
         except _BadSlots as e:
             log.info("burst: %s", e)
             return e.status, [], _NO_TIMING
-        prepared = self._prepared
-        pending = begin(prepared.executor, request, measure, prepared.resolve_token)
-        result = pending if isinstance(pending, Result) else pending.finish()
+        result = checked  # a failed check fails every repeat alike
+        if isinstance(checked, Checked):  # a 1.2 burst request has no deadline to miss
+            pending = checked.again().read()
+            result = pending if isinstance(pending, Result) else pending.finish()
         timing = result.timing
         if result.status != ErrorStatus.NONE:
             timing = _NO_TIMING

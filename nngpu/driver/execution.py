@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
 
+from ..backends.base import DeviceValue
 from ..hal.types import (
     ErrorStatus,
     LoopTimeoutDurationNs,
@@ -69,6 +70,9 @@ class PoolView:
     def __init__(self, pool: Any, resolve_token: Callable[[int], Any] | None):
         self.buffer = None
         self.memory = None
+        # A burst slot's backend registration of the whole memory (uint8): its regions are read
+        # and written device-side, with no host copy (nngpu.driver.burst_server).
+        self.registered: DeviceValue | None = None
         if isinstance(pool, MemoryPool):
             if pool.token is not None:
                 self.buffer = resolve_token(pool.token) if resolve_token else None
@@ -79,6 +83,11 @@ class PoolView:
         if pool is None or not hasattr(pool, "view"):
             raise ValidationError("pool is not a memory")
         self.memory = pool
+
+    def region(self, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> DeviceValue:
+        """Bytes [offset, ...) of the registered memory as a value of `shape`."""
+        reg = self.registered
+        return DeviceValue(reg.buf, shape, dtype, reg.backend, reg.offset + offset)
 
 
 def _pools(request: Request, resolve_token) -> list[PoolView]:
@@ -141,6 +150,10 @@ def _read_inputs(executor: Executor, request: Request, pools: list[PoolView]) ->
             continue
         operand = model.main.operands[idx]
         dims = merge_dims(operand.dimensions, arg.dimensions)
+        if pool.registered is not None:  # copied device-side: the kernels never alias it either
+            values.append(pool.region(arg.location.offset, tuple(dims) if is_tensor(operand.type) else (),
+                                      dtype_of(operand.type)))
+            continue
         raw = pool.memory.view(arg.location.offset, nbytes_of(operand.type, dims))
         # A copy: the kernels never alias a caller's input pool.
         arr = np.frombuffer(raw, dtype=dtype_of(operand.type)).copy()
@@ -181,6 +194,8 @@ def _write_outputs(request: Request, pools: list[PoolView], outputs: list[np.nda
         if pool.buffer is not None:
             pool.buffer.write_from_output(value)
             continue
+        if isinstance(value, DeviceValue):  # already written in place (a registered memory)
+            continue
         pool.memory.view(arg.location.offset, value.nbytes)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
     return None
 
@@ -197,6 +212,22 @@ class Checked:
     t0: int
     loop_timeout_ns: int = int(LoopTimeoutDurationNs.DEFAULT)
     deadline_ns: int | None = None      # the request's deadline (time.monotonic_ns), if any
+
+    def again(self) -> "Checked":
+        """This request, checked once, for another execution (a burst repeating a packet)."""
+        return replace(self, t0=time.perf_counter_ns())
+
+    def out_buffers(self) -> dict[int, Any]:
+        """Where outputs may be written device-side, by output index: device buffers (no host
+        round trip) and regions of registered memories (Plan._output checks they fit)."""
+        out: dict[int, Any] = {}
+        for k, arg in enumerate(self.request.outputs):
+            pool = None if arg.hasNoValue else self.pools[arg.location.poolIndex]
+            if pool is not None and pool.buffer is not None:
+                out[k] = pool.buffer
+            elif pool is not None and pool.registered is not None:
+                out[k] = pool.region(arg.location.offset, (arg.location.length,), np.dtype(np.uint8))
+        return out
 
     def missed_deadline(self) -> Result | None:
         if passed(self.deadline_ns):
@@ -260,10 +291,7 @@ class Pending:
             deadline = time.monotonic_ns() + c.loop_timeout_ns
             if c.deadline_ns is not None:  # a WHILE loop also stops at the request's deadline
                 deadline = min(deadline, c.deadline_ns)
-            # Device-buffer outputs may stay on the device (no host round trip).
-            out_buffers = {k: c.pools[a.location.poolIndex].buffer for k, a in enumerate(c.request.outputs)
-                           if not a.hasNoValue and c.pools[a.location.poolIndex].buffer is not None}
-            outputs = c.executor.execute(self.inputs, out_buffers, deadline)
+            outputs = c.executor.execute(self.inputs, c.out_buffers(), deadline)
             t2 = time.perf_counter_ns()
             if passed(c.deadline_ns):  # too late: no outputs are written
                 return _fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "the execution finished after its deadline")

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from nngpu.backends import device_backends
 from nngpu.burst import ExecutionBurstController
 from nngpu.hal.types import ErrorStatus, MeasureTiming, OutputShape, Timing
 from nngpu.service.burst_ipc import BurstService
@@ -41,6 +42,28 @@ def test_compute_in_another_process(remote_add, kit):
         assert burst.compute(r2.request)[0] == ErrorStatus.NONE
         np.testing.assert_array_equal(r2.result(), kit.B + kit.B)
         assert burst.compute(r.request)[0] == ErrorStatus.NONE  # the forgotten pool is fetched again
+
+
+@pytest.mark.parametrize("backend", device_backends())
+def test_registered_slots_in_another_process(kit, backend):
+    """A device plan in the service registers the pools it maps there: what the client writes
+    between computes reaches the device, the results reach the client, a too-small output
+    region is reported, and a forgotten pool's slot is fetched again."""
+    with BurstService.spawn(backend) as svc:
+        status, prepared = svc.prepare(kit.add_model())
+        assert status == ErrorStatus.NONE
+        r, small = kit.add_request(), kit.add_request(out_capacity=8)
+        with ExecutionBurstController.create(prepared) as burst:
+            for k in range(3):
+                r.inputs.map()[: kit.A.nbytes] = (kit.A * k).tobytes()
+                assert burst.compute(r.request)[:2] == (ErrorStatus.NONE, [OutputShape([2, 3], True)])
+                np.testing.assert_array_equal(r.result(), kit.A * k + kit.B)
+            assert burst.compute(small.request)[:2] == (ErrorStatus.OUTPUT_INSUFFICIENT_SIZE,
+                                                        [OutputShape([2, 3], False)])
+            burst.forget(r.outputs)
+            r.outputs.map()[:] = bytes(r.outputs.size)
+            assert burst.compute(r.request)[0] == ErrorStatus.NONE
+            np.testing.assert_array_equal(r.result(), kit.A * 2 + kit.B)
 
 
 def test_remote_errors_and_sync_fallback(remote_add, kit):

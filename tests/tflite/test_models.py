@@ -24,14 +24,15 @@ EXPECTED_VERSION = {"face_detection_short_range": 12, "palm_detection_lite": 13,
 
 
 def _backends() -> list[str]:
-    names = ["numpy"]
-    try:
-        from nngpu.driver.device import Device
+    from nngpu.driver.device import Device
 
-        Device("opencl")
-        names.append("opencl")
-    except Exception:  # no pyopencl / no OpenCL platform: numpy only
-        pass
+    names = ["numpy"]
+    for name in ("opencl", "cuda"):
+        try:
+            Device(name)
+            names.append(name)
+        except Exception:  # no pyopencl / CuPy, no device: not that one
+            pass
     return names
 
 

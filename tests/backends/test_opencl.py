@@ -1,0 +1,52 @@
+"""The OpenCL plan's bound steps: kernel arguments set once at prepare, so each step owns its
+kernel object (two prepared models with GEMMs on one device, executed in turn, keep their own
+arguments); and the device time per kernel from profiling events."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu import profiling
+from nngpu.backends import device_backends
+from nngpu.compiler.lower import GemmStep, KernelStep
+from nngpu.driver.callbacks import PreparedModelCallback
+from nngpu.driver.device import Device
+from nngpu.hal import ErrorStatus, ExecutionPreference
+
+from ..compiler.test_gemm import CASES
+
+pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+
+
+def plan_of(device: Device, model):
+    cb = PreparedModelCallback()
+    device.prepareModel_1_2(model, ExecutionPreference.FAST_SINGLE_ANSWER, [], [], bytes(32), cb)
+    status, prepared = cb.get(120)
+    assert status == ErrorStatus.NONE
+    return prepared.executor
+
+
+def test_plans_sharing_a_device_keep_their_own_bound_arguments():
+    device = Device("opencl")
+    (conv, x1), (fc, x2) = CASES["conv3x3-same"](), CASES["fully-connected"]()
+    plans = [plan_of(device, conv), plan_of(device, fc)]
+    assert all(any(isinstance(s, GemmStep) for seg in p._last for s in seg.spec.steps) for p in plans)
+    rng = np.random.default_rng(5)
+    for _ in range(2):  # in turn, with new inputs each time
+        for plan, x in zip(plans, (x1, x2)):
+            value = rng.standard_normal(x.shape, dtype=np.float32)
+            got = plan.execute([value], {})
+            np.testing.assert_allclose(got[0], plan.reference.run([value])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_profiled_kernels_carry_their_device_time():
+    plan = plan_of(Device("opencl"), CASES["conv1x1"]()[0])
+    x = CASES["conv1x1"]()[1]
+    steps = [s for seg in plan._last for s in seg.spec.steps if isinstance(s, (KernelStep, GemmStep))]
+    with profiling.recording() as prof:
+        got = plan.execute([x], {})
+    events = [e for e in prof.events if e.cat in ("kernel", "gemm")]
+    assert len(events) == len(steps)
+    assert all(isinstance(e.args["device_ns"], int) and e.args["device_ns"] > 0 for e in events)
+    assert all(e.args["device_ns"] <= e.end - e.start for e in events), "device time inside the step's span"
+    np.testing.assert_allclose(got[0], plan.reference.run([x])[0], rtol=1e-4, atol=1e-4)

@@ -1,0 +1,36 @@
+"""A model's kernels compile for CUDA as one NVRTC translation unit: the CUDA backend asks for
+one unit per segment (kernels_per_unit None), and the unit of a whole MediaPipe model compiles
+to one cubin that holds every kernel (works without a GPU)."""
+from __future__ import annotations
+
+import pytest
+
+from nngpu.backends.cuda import CudaBackend, compile_cubin
+from nngpu.compiler.interpreter import GraphRunner
+from nngpu.compiler.lower import lower_model
+from nngpu.modelutil import as_model_1_3
+from nngpu.tflite.models import find_model
+
+pytest.importorskip("cupy", reason="CuPy + NVRTC (extra 'cuda') are not installed")
+pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
+
+MODEL = "face_detection_short_range"
+
+
+def test_cuda_compiles_a_segment_as_one_unit():
+    assert CudaBackend.kernels_per_unit is None
+
+
+def test_a_mediapipe_model_is_one_translation_unit():
+    from nngpu.tflite import load_tflite
+
+    path = find_model(MODEL)
+    if path is None:
+        pytest.skip(f"model {MODEL} not cached: run ci/fetch-models.sh")
+    spec = lower_model(GraphRunner(as_model_1_3(load_tflite(path).model)), "cuda")
+    assert spec is not None and spec.stop is None, "the model should lower to one static segment"
+    units = spec.units(CudaBackend.kernels_per_unit)
+    assert len(units) == 1 and len(units[0][1]) == len(spec.kernels) > 20
+    cubin = compile_cubin(units[0][0], MODEL)
+    assert cubin[:4] == b"\x7fELF"
+    assert all(name.encode() in cubin for name in units[0][1]), "every kernel is a symbol of the one cubin"
