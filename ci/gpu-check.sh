@@ -7,6 +7,7 @@
 # (default 540: 9 minutes). Logs go to $OUT (default ./gpu-check-out).
 #
 #   bash ci/gpu-check.sh                 # makes .venv-gpu and installs into it
+#   (offline: run ci/gpu-bundle.sh first where pip works, and carry .gpu-bundle/ to the machine)
 #   PY=.venv/bin/python bash ci/gpu-check.sh   # use an environment that has the extras already
 #
 # Exit status: 0 when every step passed, 1 when one failed or ran out of time, 2 when the
@@ -21,17 +22,31 @@ START=$SECONDS
 ROWS=()
 FAILED=0
 
-if [ -z "${PY:-}" ]; then
+if [ -d .gpu-bundle/models ]; then
+    export NNGPU_MODELS="$PWD/.gpu-bundle/models"
+fi
+if [ -z "${PY:-}" ] && [ -d .gpu-bundle/wheels ]; then
+    # The bundle of ci/gpu-bundle.sh (the lent machine reaches nothing): the system's Python with
+    # its own CuPy, numpy and pytest, the bundled wheels beside it, this checkout on the path.
+    echo "== install from .gpu-bundle ($(date +%T))"
+    if ! python3 -m pip install -q --no-index --no-deps --target .gpu-bundle/site .gpu-bundle/wheels/*.whl \
+            > "$OUT/install.txt" 2>&1; then
+        tail -5 "$OUT/install.txt"
+        echo "gpu-check: cannot install the wheels of .gpu-bundle (log: $OUT/install.txt)"
+        exit 2
+    fi
+    export PYTHONPATH="$PWD:$PWD/.gpu-bundle/site${PYTHONPATH:+:$PYTHONPATH}"
+    PY=python3
+elif [ -z "${PY:-}" ]; then
     echo "== install ($(date +%T))"
     if ! { python3 -m venv .venv-gpu && .venv-gpu/bin/python -m pip install -q -e '.[test,cuda,tflite]' \
             'ai-edge-litert>=2.3'; } > "$OUT/install.txt" 2>&1; then
         tail -5 "$OUT/install.txt"
-        echo "gpu-check: cannot install .[test,cuda,tflite] and ai-edge-litert (log: $OUT/install.txt)"
+        echo "gpu-check: cannot install .[test,cuda,tflite] and ai-edge-litert (offline? run ci/gpu-bundle.sh where pip works and bring .gpu-bundle; log: $OUT/install.txt)"
         exit 2
     fi
     PY=.venv-gpu/bin/python
 fi
-NNGPU="$(dirname "$PY")/nngpu"
 
 "$PY" - <<'PY' || exit 2
 import sys
@@ -76,7 +91,7 @@ step "MediaPipe on CUDA vs TFLite" 100 "$OUT/models.txt" \
     "$PY" -m pytest -q tests/tflite/test_models.py -k "cuda or import"
 step "IBuffer tests on CUDA" 60 "$OUT/ibuffer.txt" "$PY" -m pytest -q tests/driver/test_buffer.py -k cuda
 step "CUDA conformance sweep (sync)" 150 "$OUT/cts-cuda.txt" \
-    "$NNGPU" cts -q --backend cuda --path sync --json "$OUT/cts-cuda.jsonl"
+    "$PY" -m nngpu cts -q --backend cuda --path sync --json "$OUT/cts-cuda.jsonl"
 step "graph replay vs step by step" 60 "$OUT/bench-plan.txt" \
     "$PY" -m pytest -q bench/test_bench_device_plan.py -k cuda --benchmark-json="$OUT/bench-plan.json"
 step "latency vs TFLite" 90 "$OUT/bench-tflite.txt" \
