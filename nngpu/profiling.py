@@ -64,6 +64,7 @@ class OpRow:
     total_ms: float             # over all executions counted
     mean_us: float              # per execution
     percent: float              # of the executions' time
+    device_us: float | None = None  # per execution, from the backend's events (None: it has none)
 
 
 class Profiler:
@@ -149,20 +150,23 @@ class Profiler:
         if not runs:
             return []
         total = sum(e.end - e.start for e in runs)
-        groups: dict[tuple[str, str], list[int]] = {}
+        groups: dict[tuple[str, str], list] = {}   # count, ns, device ns (None: no device times)
         for e in self.events:
             if e.cat in STEPS and e.execution is not None and e.execution >= skip:
-                g = groups.setdefault((e.name, e.cat), [0, 0])
+                g = groups.setdefault((e.name, e.cat), [0, 0, None])
                 g[0] += 1
                 g[1] += e.end - e.start
+                if "device_ns" in e.args:
+                    g[2] = (g[2] or 0) + e.args["device_ns"]
         n = len(runs)
 
-        def row(name: str, kind: str, count: int, ns: int) -> OpRow:
-            return OpRow(name, kind, count / n, ns / 1e6, ns / n / 1e3, 100.0 * ns / total if total else 0.0)
+        def row(name: str, kind: str, count: int, ns: int, device_ns: int | None = None) -> OpRow:
+            return OpRow(name, kind, count / n, ns / 1e6, ns / n / 1e3, 100.0 * ns / total if total else 0.0,
+                         None if device_ns is None else device_ns / n / 1e3)
 
-        rows = [row(name, kind, c, ns) for (name, kind), (c, ns) in groups.items()]
+        rows = [row(name, kind, c, ns, dev) for (name, kind), (c, ns, dev) in groups.items()]
         rows.sort(key=lambda r: -r.total_ms)
-        rest = max(total - sum(ns for _, ns in groups.values()), 0)
+        rest = max(total - sum(g[1] for g in groups.values()), 0)
         return rows + [row(REST, "", 0, rest)]
 
     def format_op_table(self, skip: int = 0) -> str:
@@ -170,11 +174,14 @@ class Profiler:
         if not rows:
             return "no executions recorded"
         width = max(12, *(len(r.name) for r in rows))
-        lines = [f"{'op type':<{width}}  {'kind':<8}  {'count':>5}  {'total ms':>10}  {'mean µs':>10}  {'% time':>6}"]
+        device = any(r.device_us is not None for r in rows)  # a column only where the backend timed kernels
+        lines = [f"{'op type':<{width}}  {'kind':<8}  {'count':>5}  {'total ms':>10}  {'mean µs':>10}  {'% time':>6}"
+                 + ("  device µs" if device else "")]
         for r in rows:
             count = f"{r.count:g}" if r.kind else ""
+            dev = "" if r.device_us is None else f"{r.device_us:.1f}"
             lines.append(f"{r.name:<{width}}  {r.kind:<8}  {count:>5}  {r.total_ms:>10.3f}  {r.mean_us:>10.1f}  "
-                         f"{r.percent:>6.1f}")
+                         f"{r.percent:>6.1f}" + (f"  {dev:>9}" if device else ""))
         runs = self.executions(skip)
         total_ms = sum(e.end - e.start for e in runs) / 1e6
         lines.append(f"{'total':<{width}}  {'':<8}  {'':>5}  {total_ms:>10.3f}  {total_ms * 1e3 / len(runs):>10.1f}  "

@@ -45,6 +45,10 @@ def test_device_table_has_kernels_gemm_host_and_transfers(capsys, tmp_path):
     assert {("CONV_2D", "gemm"), ("CONV_2D", "kernel"), ("EMBEDDING_LOOKUP", "host"), ("ADD", "kernel"),
             ("upload", "transfer"), ("download", "transfer")} <= kinds
     assert re.search(r"^  compile\s+\d+\s+[\d.]+$", out, re.M)  # inside "build executor"
+    # kernels and GEMMs carry their time on the device (profiling events), transfers and host steps none
+    rows = {(r[0], r[1]): r for r in table(out)}
+    assert "device µs" in out and float(rows["ADD", "kernel"][-1]) > 0 and float(rows["CONV_2D", "gemm"][-1]) > 0
+    assert len(rows["EMBEDDING_LOOKUP", "host"]) == len(rows["ADD", "kernel"]) - 1
 
 
 def test_trace_has_every_run(capsys, tmp_path):
