@@ -29,6 +29,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_terminal_summary(terminalreporter):
+    from tests.cuda_host.summary import report  # here: xdist's controller loads only this conftest
+
+    report(terminalreporter)
+
+
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
     return BUNDLED_CORPUS

@@ -1,0 +1,161 @@
+"""A test-only backend that runs the CUDA dialect on the CPU: each translation unit the plan
+compiles is built by g++ behind prelude.h (the CUDA built-ins as host C++) into a shared library,
+and a launch runs the kernel once per thread of the same grid the CUDA backend launches
+(BLOCK threads a block, ceil(size / BLOCK) blocks).
+
+It proves the CUDA rendering (indexing, types, the float16 conversions) with the real Plan; it
+does not prove the CuPy glue of nngpu/backends/cuda.py (streams, cubin loading, cuBLAS, host
+registration), which only a GPU runs. `gemm` is numpy's matmul standing in for cuBLAS. Buffers
+are numpy uint8 arrays, filled with 0xff when allocated (NaN as float, -1 as an integer) so
+that a kernel reading what nothing wrote shows. Binaries are cached as any backend's are."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nngpu.backends.numpy import NumpyBackend
+from nngpu.backends.cuda import BLOCK
+from nngpu.hal.types import DeviceType
+
+PRELUDE = Path(__file__).with_name("prelude.h")
+CXX = "g++"
+FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fvisibility=hidden", "-w")
+# What one thread at a time cannot run: the threads of a block would have to run together.
+UNSUPPORTED = {"__shared__": "shared memory", "__syncthreads": "a block barrier", "atomic": "atomics",
+               "__shfl": "warp shuffles", "__syncwarp": "a warp barrier"}
+_UNSUPPORTED = re.compile(r"\b(__shared__|__syncthreads|atomic(?=[A-Z])|__shfl|__syncwarp)")
+_KERNEL = re.compile(r'^extern "C" __global__ void (\w+)\(', re.M)
+
+
+class HostUnsupported(Exception):
+    """A kernel uses a CUDA feature the host harness cannot run (the reason is the message)."""
+
+
+def unsupported_reason(source: str) -> str | None:
+    found = _UNSUPPORTED.search(source)
+    if found is None:
+        return None
+    word = found.group(1)
+    return f"uses {word} ({UNSUPPORTED[word]}): the host harness runs one thread at a time"
+
+
+def kernel_body(source: str, name: str) -> str:
+    """The text of kernel `name` in a unit (its identity: the helpers follow from it)."""
+    match = re.search(rf'^extern "C" __global__ void {name}\(.*?^\}}$', source, re.M | re.S)
+    assert match, f"kernel {name} not in its unit"
+    return match.group(0)
+
+
+@functools.lru_cache(maxsize=None)
+def prelude_text() -> str:
+    """Read once: every unit is built with the prelude that compiler_identity hashed."""
+    return PRELUDE.read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity() -> str:
+    version = subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
+    prelude = hashlib.sha256(prelude_text().encode()).hexdigest()[:16]
+    return f"{version}; {' '.join(FLAGS)}; prelude {prelude}"
+
+
+@dataclass(frozen=True)
+class HostKernel:
+    name: str
+    body: str
+    launcher: ctypes._CFuncPtr
+
+
+class HostCudaBackend(NumpyBackend):
+    name = "cuda-host"
+    dialect = "cuda"
+    device_type = DeviceType.CPU
+    description = "CUDA-dialect kernels built by g++ and run on the CPU (tests only)"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dir = tempfile.TemporaryDirectory(prefix="nngpu-cuda-host-")
+        self.compiled: dict[str, str] = {}   # kernel body → name, of every kernel compiled or loaded
+        self.launched: dict[str, str] = {}   # the same, of every kernel launched (size > 0)
+        self.refused: dict[str, str] = {}    # kernel body → why it cannot run here
+        self.launches = 0
+
+    # ---- memory: numpy bytes, as the numpy backend's ------------------------------------------
+    def alloc(self, nbytes: int) -> np.ndarray:
+        return np.full(max(int(nbytes), 4), 0xff, dtype=np.uint8)
+
+    # ---- compilation: g++ -------------------------------------------------------------------
+    def cache_identity(self) -> str:
+        return compiler_identity()
+
+    def build(self, source: str) -> tuple[bytes, tuple[ctypes.CDLL, str]]:
+        names = _KERNEL.findall(source)
+        reason = unsupported_reason(source)
+        if reason:
+            self.refused.update({kernel_body(source, n): reason for n in names})
+            raise HostUnsupported(reason)
+        key = hashlib.sha256(source.encode()).hexdigest()[:16]
+        cpp, lib = Path(self._dir.name) / f"{key}.cpp", Path(self._dir.name) / f"{key}.so"
+        launchers = "".join(f"NNH_LAUNCHER({n})\n" for n in names)
+        cpp.write_text(f"{prelude_text()}\n#line 1 \"unit.cu\"\n{source}\n{launchers}")
+        done = subprocess.run([CXX, *FLAGS, "-o", str(lib), str(cpp)], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"g++ failed for a CUDA unit of {names}:\n{done.stderr[:3000]}")
+        binary = lib.read_bytes() + _trailer(source)
+        return binary, self.load(binary)
+
+    def load(self, binary: bytes) -> tuple[ctypes.CDLL, str]:
+        """The library and the unit's source (kept after the ELF image, for kernel identities)."""
+        image, source = _split(binary)
+        path = Path(self._dir.name) / f"load-{hashlib.sha256(image).hexdigest()[:16]}.so"
+        path.write_bytes(image)
+        return ctypes.CDLL(str(path)), source
+
+    def kernel(self, program: tuple[ctypes.CDLL, str], name: str) -> HostKernel:
+        lib, source = program
+        launcher = getattr(lib, f"nnh_launch_{name}")
+        launcher.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint, ctypes.c_uint]
+        launcher.restype = None
+        kernel = HostKernel(name, kernel_body(source, name), launcher)
+        self.compiled.setdefault(kernel.body, name)
+        return kernel
+
+    # ---- launch -------------------------------------------------------------------------------
+    def launch(self, kernel: HostKernel, global_size: int, args: list) -> None:
+        if global_size <= 0:
+            return
+        for a in args:
+            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8):
+                raise TypeError(f"{kernel.name}: argument {type(a).__name__} is not a buffer of this backend")
+        pointers = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
+        grid = (int(global_size) + BLOCK - 1) // BLOCK
+        kernel.launcher(pointers, grid, BLOCK)
+        self.launched.setdefault(kernel.body, kernel.name)
+        self.launches += 1
+
+    def gemm(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, n: int, k: int) -> None:
+        """numpy's matmul standing in for cuBLAS (the CUDA backend's GEMM is a library call)."""
+        view = lambda buf, rows, cols: buf[: rows * cols * 4].view(np.float32).reshape(rows, cols)  # noqa: E731
+        np.matmul(view(a, m, k), view(b, k, n), out=view(c, m, n))
+
+
+_MARK = b"\0nngpu-cuda-host-source\0"
+
+
+def _trailer(source: str) -> bytes:
+    return _MARK + source.encode()
+
+
+def _split(binary: bytes) -> tuple[bytes, str]:
+    image, _, source = binary.rpartition(_MARK)
+    if not image:
+        raise ValueError("not a cuda-host binary")
+    return image, source.decode()

@@ -1,0 +1,112 @@
+"""The host harness itself: the CUDA float16 conversions bit for bit, the grid's edges, the
+cached-binary path and the refusal of kernels it cannot run. Like every test here, this checks
+the CUDA rendering on the CPU, not the CuPy glue."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from nngpu.backends.cuda import BLOCK
+from nngpu.hal import OperandType as T
+from nngpu.hal.types import OperationType as Op
+from nngpu.testing import output, scalar, single_op_model, tensor
+
+from .host_backend import HostCudaBackend, HostUnsupported
+from .run import run_on_host_cuda
+from .summary import summary_lines
+
+pytestmark = pytest.mark.skipif(not shutil.which("g++"), reason="no g++ on this machine")
+
+
+def _cast(values: np.ndarray, to: T) -> np.ndarray:
+    src = T.TENSOR_FLOAT16 if values.dtype == np.float16 else T.TENSOR_FLOAT32
+    model = single_op_model(Op.CAST, [tensor(src, values)], [output(to, list(values.shape))])
+    run = run_on_host_cuda(model, [values])
+    assert run.backend.launches == 1, "CAST should run as one CUDA kernel"
+    return run.outputs[0]
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint16 if a.dtype == np.float16 else np.uint32)
+
+
+def test_cuda_half_loads_match_numpy_for_every_float16_on_host():
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    got = _cast(halves, T.TENSOR_FLOAT32)
+    want = halves.astype(np.float32)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(_bits(got)[~nan], _bits(want)[~nan])
+
+
+def test_cuda_half_stores_round_like_numpy_on_host():
+    """Every float16 value, the midpoints between neighbours (ties to even), one float32 step
+    either side of them, and overflow, subnormal and underflow cases."""
+    finite = np.arange(0x7c00, dtype=np.uint16).view(np.float16).astype(np.float32)
+    mids = (finite[:-1].astype(np.float64) + finite[1:]) / 2
+    mids32 = mids.astype(np.float32)
+    edges = np.array([65504, 65519.99, 65520, 1e6, np.inf, 2.0**-25, 2.0**-26, 1e-30, 0.0], dtype=np.float32)
+    pos = np.concatenate([finite, mids32, np.nextafter(mids32, np.float32(0)), np.nextafter(mids32, np.float32(1e9)),
+                          edges])
+    values = np.concatenate([pos, -pos, np.float32([np.nan])])
+    got = _cast(values, T.TENSOR_FLOAT16)
+    with np.errstate(over="ignore"):
+        want = values.astype(np.float16)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan])
+
+
+@pytest.mark.parametrize("size", [1, BLOCK - 1, BLOCK, BLOCK + 1, 70001])
+def test_cuda_grid_covers_every_element_on_host(size):
+    a = np.arange(size, dtype=np.float32)
+    b = np.full(size, 0.5, np.float32)
+    model = single_op_model(Op.ADD, [tensor(T.TENSOR_FLOAT32, a), tensor(T.TENSOR_FLOAT32, b), scalar(T.INT32, 0)],
+                            [output(T.TENSOR_FLOAT32, [size])])
+    run = run_on_host_cuda(model, [a, b])
+    assert run.backend.launches == 1
+    np.testing.assert_array_equal(run.outputs[0], a + b)  # buffers start as NaN: a missed element shows
+
+
+SOURCE = '''extern "C" __global__ void nn_twice(const float* __restrict__ in0, float* __restrict__ out) {
+    long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x);
+    if (i >= 300) return;
+    out[i] = (in0[i] * 2.0f);
+}
+'''
+
+
+def test_a_cached_binary_loads_and_runs_on_a_fresh_backend():
+    binary, _ = HostCudaBackend().build(SOURCE)
+    backend = HostCudaBackend()
+    kernel = backend.kernel(backend.load(binary), "nn_twice")
+    x = np.arange(300, dtype=np.float32)
+    src, dst = backend.alloc(x.nbytes), backend.alloc(x.nbytes)
+    backend.upload(src, x)
+    backend.launch(kernel, 300, [src, dst])
+    got = np.empty_like(x)
+    backend.download(dst, got)
+    np.testing.assert_array_equal(got, 2 * x)
+
+
+@pytest.mark.parametrize("feature,word", [("__shared__ float tile[256];", "__shared__"),
+                                          ("__syncthreads();", "__syncthreads"), ("atomicAdd(out, 1.0f);", "atomic")])
+def test_kernels_needing_threads_together_are_refused_with_the_reason(feature, word):
+    source = SOURCE.replace("    if (i >= 300)", f"    {feature}\n    if (i >= 300)")
+    backend = HostCudaBackend()
+    with pytest.raises(HostUnsupported, match=f"uses {word} ") as refusal:
+        backend.compile(source, ["nn_twice"])
+    assert backend.refused == {source.rstrip("\n"): str(refusal.value)}  # counted as skipped, with why
+
+
+def test_the_summary_counts_distinct_kernels_and_never_a_mismatch_as_matched():
+    m = "tests/cuda_host/test_x.py"
+    records = [(m, {"kernels": ["a", "b"], "verdict": "matched", "reason": "", "idle": ["z"]}),
+               (m, {"kernels": ["b", "c"], "verdict": "mismatched", "reason": "", "idle": []}),
+               (m, {"kernels": ["d"], "verdict": "skipped", "reason": "uses __shared__", "idle": []})]
+    assert summary_lines(records) == [
+        f"{m}: distinct CUDA kernels run 3, matched 1, in mismatching runs 2, skipped 1, "
+        "never launched (0 elements, as on CUDA) 1 (tests: 1 matched, 1 mismatched, 1 skipped)",
+        "    skipped: 1 x uses __shared__"]
