@@ -8,7 +8,9 @@ numpy backend executes) against the GraphRunner interpreter it precompiles, in o
   cost next to nothing), minus 64 bare `np.add(out=)` calls (the baseline): µs per operation
   spent outside numpy, on the bound path (ADD, MUL, SUB, DIV, RELU6, TANH, LOGISTIC) and on the
   reference path (MAXIMUM, MINIMUM, ABS: no bind);
-- the five MediaPipe models: plan / runner latency and the plan's top op types by time."""
+- the five MediaPipe models: plan / runner latency, the plan's top op types by time, and the
+  bytes of one execution's buffer set: the bound outputs' sizes summed (a buffer each) against
+  the plan's shared layout (compiler/numpy_plan.py `layout`)."""
 from __future__ import annotations
 
 import os
@@ -36,6 +38,7 @@ TOP = 6
 ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "10"))
 RESULTS: dict[tuple[str, str], float] = {}   # (what, executor) -> fastest round, seconds
 TOP_OPS: dict[str, str] = {}                 # model -> its plan's op table
+MEMORY: dict[str, tuple[int, int]] = {}      # model -> (a buffer per bound output, shared), bytes
 
 
 def _fastest(benchmark) -> float | None:
@@ -59,6 +62,10 @@ def summary(request):
         r, p = RESULTS.get((name, "runner")), RESULTS.get((name, "plan"))
         if r and p:
             lines.append(f"  {name:28s} {r * 1e3:8.2f} {p * 1e3:8.2f}  {p / r:5.2f}x")
+    if MEMORY:
+        lines.append("buffer set per execution (bytes): a buffer per bound output, shared, shared / each")
+        for name, (each, shared) in sorted(MEMORY.items()):
+            lines.append(f"  {name:28s} {each:10d} {shared:10d}  {shared / each:5.3f}")
     for name, table in sorted(TOP_OPS.items()):
         lines += [f"{name}: the plan's top op types", table]
     if len(lines) > 3:
@@ -114,3 +121,5 @@ def test_model(benchmark, model, kind):
             for _ in range(3):
                 executor.execute(inputs, {})
         TOP_OPS[name] = "\n".join(prof.format_op_table().splitlines()[: TOP + 1])
+        (bound,) = executor._bound.values()
+        MEMORY[name] = bound.unshared_nbytes(), bound.nbytes

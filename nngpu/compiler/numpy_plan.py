@@ -8,8 +8,16 @@ as GraphRunner runs it (a fresh OpContext, the outputs cast and checked), among 
 shapes depend on values computed, and everything downstream of them: a shape is never guessed.
 IF / WHILE bodies run on the GraphRunner.
 
-Executions of one prepared model may run concurrently: each takes a set of output buffers of
-its own from a free list, and the graph's outputs are copied out of them."""
+The bound operations' outputs live in one byte buffer per execution: outputs whose lifetimes
+(from the step that writes them to the last step that reads them, or the end for the graph's
+outputs) do not overlap share bytes (compiler/memory_plan.py), a bound RESHAPE / SQUEEZE
+(a view of its input) lives in its input's bytes, and an operation whose kernel may write over
+its input writes into an input that dies there. An output that is not in its planned buffer
+yet views the buffer set (a reference step or kernel returning a view of its input) is copied
+out: nothing outlives the bytes it lives in.
+
+Executions of one prepared model may run concurrently: each takes a buffer set of its own from
+a free list, and the graph's outputs are copied out of it."""
 from __future__ import annotations
 
 import logging
@@ -24,14 +32,18 @@ from ..backends.base import DeviceValue
 from ..hal.types import ErrorStatus, Operand
 from ..ops.dtypes import dtype_of, is_tensor
 from ..ops.node import DataDependent, NeedsValue
+from ..hal.types import OperationType as Op
 from ..ops.registry import Kernel, OpError
 from .infer import Known, infer, initial_known, node_of
 from .interpreter import ExecutionError, GraphRunner
+from .memory_plan import first_fit
 
 log = logging.getLogger("nngpu.numpy_plan")
 
 Shapes = tuple[tuple[int, ...] | None, ...]
 MAX_SHAPE_SETS = 8  # bound plans kept per model, one per set of input shapes seen
+ALIGN = 64          # buffer offsets: a cache line, which suits every dtype
+_VIEWS = {Op.RESHAPE, Op.SQUEEZE}  # their bound kernels return input 0 viewed (ops/shape.py)
 
 
 @dataclass(frozen=True)
@@ -42,23 +54,91 @@ class Step:
     kernel: Kernel | None            # None: the reference
     shapes: Shapes                   # static output shapes; None where known once it has run
     dtypes: tuple[np.dtype, ...]
+    view: bool = False               # the kernel returns input 0 viewed in the output's shape
+    in_place: bool = False           # the kernel may write its output over an input of that shape
+
+
+Layout = list[tuple[int | None, ...]]  # by step: each output's byte offset (None: no buffer)
 
 
 @dataclass
 class Bound:
-    """The steps for one set of input shapes, the values known before running, and the free
-    output-buffer sets of its executions."""
+    """The steps for one set of input shapes, the values known before running, where each
+    bound output lives in a buffer set, and the free buffer sets of its executions."""
 
     steps: list[Step]
     values: list[np.ndarray | None]  # by operand index: constants and folded values
-    free: list[list[list[np.ndarray]]] = field(default_factory=list)
+    layout: Layout
+    nbytes: int                      # one buffer set's size
+    free: list["Buffers"] = field(default_factory=list)
 
-    def take_buffers(self) -> list[list[np.ndarray]]:
+    def unshared_nbytes(self) -> int:
+        """The size a buffer set would have with a buffer per bound output (what sharing saves)."""
+        return sum(_nbytes(s, d) for st in self.steps if st.kernel for s, d in zip(st.shapes, st.dtypes))
+
+    def take_buffers(self) -> "Buffers":
         try:
             return self.free.pop()   # atomic: concurrent executions never share a set
         except IndexError:
-            return [[np.empty(s, d) for s, d in zip(st.shapes, st.dtypes)] if st.kernel else []
-                    for st in self.steps]
+            raw = np.empty(self.nbytes + ALIGN, np.uint8)
+            shift = -raw.ctypes.data % ALIGN
+            arena = raw[shift: shift + self.nbytes]
+            return Buffers(arena, [[None if at is None else
+                                    arena[at: at + _nbytes(s, d)].view(d).reshape(s)
+                                    for at, s, d in zip(offsets, st.shapes, st.dtypes)]
+                                   for st, offsets in zip(self.steps, self.layout)])
+
+
+@dataclass
+class Buffers:
+    """One execution's buffer set: the bytes, and each step's outputs viewed in them."""
+
+    arena: np.ndarray
+    outs: list[list[np.ndarray | None]]
+
+
+def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def layout(steps: list[Step], graph_outputs: Sequence[int]) -> tuple[Layout, int]:
+    """Where each bound output lives in a buffer set, and the set's size in bytes.
+
+    A storage group is an output with bytes of its own and the outputs living in its bytes
+    (views of it, outputs written over it in place); it is live from the step writing it to the
+    last step reading any member, or to the end (len(steps)) when a member is a graph output."""
+    end = len(steps)
+    last_read: dict[int, int] = {}
+    for s, st in enumerate(steps):
+        for i in st.inputs:
+            last_read[i] = s
+    for i in graph_outputs:
+        last_read[i] = end
+    meta: dict[int, tuple[tuple[int, ...], np.dtype]] = {}
+    root: dict[int, int] = {}        # operand -> the group whose bytes it lives in
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for s, st in enumerate(steps):
+        if st.kernel is None:
+            continue                 # the reference's outputs are fresh arrays
+        for j, (o, shape, dtype) in enumerate(zip(st.outputs, st.shapes, st.dtypes)):
+            meta[o] = (shape, dtype)
+            into = None
+            if j == 0 and st.view and st.inputs[0] in root:
+                into = root[st.inputs[0]]
+            elif j == 0 and st.in_place:
+                into = next((root[i] for i in st.inputs
+                             if i in root and last[root[i]] <= s and meta[i] == (shape, dtype)), None)
+            if into is None:
+                into, first[o], last[o] = o, s, s
+            root[o] = into
+            last[into] = max(last[into], last_read.get(o, s))
+    slot_of, sizes = first_fit(first, last, lambda t: -(-max(_nbytes(*meta[t]), 1) // ALIGN) * ALIGN,
+                               lambda t: False)
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+    offsets = [tuple(starts[slot_of[root[o]]] if o in root else None for o in st.outputs)
+               if st.kernel else (None,) * len(st.outputs) for st in steps]
+    return offsets, int(starts[-1])
 
 
 def bind(runner: GraphRunner, input_shapes: Mapping[int, tuple[int, ...]]) -> Bound:
@@ -81,7 +161,7 @@ def bind(runner: GraphRunner, input_shapes: Mapping[int, tuple[int, ...]]) -> Bo
     values: list[np.ndarray | None] = [None] * len(graph.operands)
     for idx, v in known.values.items():
         values[idx] = v
-    return Bound(steps, values)
+    return Bound(steps, values, *layout(steps, graph.outputIndexes))
 
 
 def _step(runner: GraphRunner, k: int, known: Known, dynamic: bool) -> Step:
@@ -99,7 +179,15 @@ def _step(runner: GraphRunner, k: int, known: Known, dynamic: bool) -> Step:
                 log.debug("operation %d (%s): not bound: %s", k, op.type.name, e)
             except Exception:  # a bind bug must not fail prepare: the reference still runs
                 log.exception("operation %d (%s): bind raised", k, op.type.name)
-    return Step(k, tuple(op.inputs), tuple(op.outputs), kernel, shapes, dtypes)
+    return Step(k, tuple(op.inputs), tuple(op.outputs), kernel, shapes, dtypes,
+                view=kernel is not None and op.type in _VIEWS,
+                in_place=kernel is not None and getattr(kernel, "in_place", False))
+
+
+def _owned(v: np.ndarray, arena: np.ndarray) -> np.ndarray:
+    """v, or a copy of it where it views the buffer set outside the planned lifetimes (a view of
+    an input), whose bytes a later output may take."""
+    return v.copy() if np.may_share_memory(v, arena) else v
 
 
 def _declared_shape(operand: Operand) -> tuple[int, ...] | None:
@@ -163,15 +251,15 @@ class NumpyPlan:
         finally:
             bound.free.append(buffers)
 
-    def _run_steps(self, steps: list[Step], buffers: list[list[np.ndarray]], values: list,
-                   deadline_ns: int | None) -> None:
+    def _run_steps(self, steps: list[Step], buffers: Buffers, values: list, deadline_ns: int | None) -> None:
         prof = profiling.current
-        for step, outs in zip(steps, buffers):
+        arena = buffers.arena
+        for step, outs in zip(steps, buffers.outs):
             start = prof.now() if prof else 0
             ins = [values[i] for i in step.inputs]
             if step.kernel is not None:
                 try:
-                    outs = step.kernel(ins, outs)
+                    got = step.kernel(ins, outs)
                 except OpError as e:
                     raise ExecutionError(ErrorStatus(e.status or ErrorStatus.GENERAL_FAILURE),
                                          f"operation {step.k} ({self._name(step)}): {e}") from e
@@ -179,10 +267,14 @@ class NumpyPlan:
                     log.exception("operation %d (%s): bound kernel raised", step.k, self._name(step))
                     raise ExecutionError(ErrorStatus.GENERAL_FAILURE,
                                          f"operation {step.k} ({self._name(step)}): {type(e).__name__}: {e}") from e
+                for j, (v, planned) in enumerate(zip(got, outs)):
+                    if v is not planned and not (j == 0 and step.view):
+                        values[step.outputs[j]] = _owned(v, arena)
+                    else:
+                        values[step.outputs[j]] = v
             else:
-                outs = self._reference(step, ins, deadline_ns)
-            for i, v in zip(step.outputs, outs):
-                values[i] = v
+                for i, v in zip(step.outputs, self._reference(step, ins, deadline_ns)):
+                    values[i] = _owned(v, arena)
             if prof:
                 prof.operation(self.runner, step.k, start)
 

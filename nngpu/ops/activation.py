@@ -22,8 +22,8 @@ from ..ir import Compute, Expr, clamp, fn
 from ._device import activation, floats
 from ._elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
 from .dtypes import dtype_of, quant_range
-from .elementwise import (broadcast_two, check_rank, float_compute, np_clip, quant_params, same_type_sigs,
-                          validate_broadcast)
+from .elementwise import (broadcast_two, check_rank, float_compute, in_place, np_clip, quant_params,
+                          same_type_sigs, validate_broadcast)
 from .quant import (
     INT32_MAX,
     QUANT8_TYPES,
@@ -80,7 +80,7 @@ def _relu_bind(act: Act):
         def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
             np_clip(ins[0], lo, hi, out=outs[0])
             return outs
-        return kernel
+        return in_place(kernel)
     return bind
 
 
@@ -179,6 +179,7 @@ def _tanh(ctx: OpContext) -> list[np.ndarray]:
     return [y.astype(dtype_of(t))]
 
 
+@in_place
 def _logistic_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
     """_logistic's float expression, in place: 1 / (1 + exp(-x))."""
     y = outs[0]
@@ -189,6 +190,7 @@ def _logistic_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.
     return outs
 
 
+@in_place
 def _tanh_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
     np.tanh(ins[0], out=outs[0])
     return outs

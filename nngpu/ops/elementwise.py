@@ -186,6 +186,14 @@ def _binary_reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
     return lambda ctx: [_binary(ctx, op)(ctx.input(0), ctx.input(1))]
 
 
+def in_place(kernel: Kernel) -> Kernel:
+    """Marks a bound kernel whose outputs may be its inputs' arrays: it reads each input element
+    no later than it writes that element's output (ufuncs into out=), so the numpy plan
+    (compiler/numpy_plan.py) may write it over an input that dies there."""
+    kernel.in_place = True  # type: ignore[attr-defined]
+    return kernel
+
+
 def _binary_bind(op: Op) -> Callable[[OpNode], Kernel]:
     def bind(node: OpNode) -> Kernel:
         run = _binary(node, op)
@@ -193,13 +201,13 @@ def _binary_bind(op: Op) -> Callable[[OpNode], Kernel]:
             return lambda ins, outs: [run(ins[0], ins[1])]
         f, act = _FLOAT[op], activation_of(node, 2)
         if act == Act.NONE:
-            return lambda ins, outs: [f(ins[0], ins[1], out=outs[0])]
+            return in_place(lambda ins, outs: [f(ins[0], ins[1], out=outs[0])])
         lo, hi = activation_range_float(act)
 
         def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
             np_clip(f(ins[0], ins[1], out=outs[0]), lo, hi, out=outs[0])  # apply_activation_float, in place
             return outs
-        return kernel
+        return in_place(kernel)
     return bind
 
 

@@ -3,6 +3,7 @@ every bound kernel gives the reference's bits, shapes known only at run time sta
 checked reference path, and executions neither alias each other's buffers nor their results."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -10,9 +11,13 @@ import pytest
 
 from nngpu import profiling
 from nngpu.compiler.interpreter import ExecutionError, GraphRunner
-from nngpu.compiler.numpy_plan import NumpyPlan
+from nngpu.compiler.numpy_plan import ALIGN, NumpyPlan
 from nngpu.hal.types import FusedActivationFunc as Act
 from nngpu.hal.types import Model_1_3, OperationType as Op
+from nngpu.modelutil import as_model_1_3
+from nngpu.session import random_inputs
+from nngpu.tflite import load_tflite
+from nngpu.tflite.models import MODELS, find_model
 
 from .model_builder import T, ModelBuilder
 
@@ -127,6 +132,26 @@ def test_bound_kernel_gives_the_reference_bits(case):
             assert g.tobytes() == w.tobytes()
 
 
+def test_in_place_kernels_may_write_over_their_inputs():
+    """Every kernel marked in_place gives the reference's bits with its output array being any
+    input of the output's shape and type."""
+    marked = set()
+    for case in CASES:
+        model, inputs = case.values[0]
+        (step,) = _steps(NumpyPlan(GraphRunner(model)))
+        if not step.in_place:
+            continue
+        with np.errstate(all="ignore"):
+            want = GraphRunner(model).run(inputs)[0]
+        for j in [j for j, v in enumerate(inputs) if v.shape == want.shape and v.dtype == want.dtype]:
+            ins = [v.copy() for v in inputs] + [None]  # the activation scalar: parsed at bind
+            with np.errstate(all="ignore"):
+                got = step.kernel(ins, [ins[j]])[0]
+            assert got.tobytes() == want.tobytes(), f"{case.id}: output over input {j}"
+            marked.add(case.id)
+    assert {"ADD-TENSOR_FLOAT32-NONE", "DIV-TENSOR_FLOAT32-RELU6", "RELU-TENSOR_QUANT8_ASYMM", "LOGISTIC-F32"} <= marked
+
+
 def test_unspecified_input_shapes_bind_per_shape_set():
     b = ModelBuilder()
     x = b.input(F32, (0, 4))
@@ -207,3 +232,103 @@ def test_profiling_times_every_operation():
         plan.execute(inputs, {})
     rows = {r.name: r for r in prof.op_table()}
     assert rows["MUL"].kind == "op" and rows["MUL"].count == 1
+
+
+# ---- shared buffers ------------------------------------------------------------------------
+def _checking(plan: NumpyPlan, trace: dict) -> None:
+    """Make every step of the plan check, before it runs, that each input it reads still holds
+    the reference's bits: an intermediate whose bytes a later output took fails here."""
+    def check(step, ins) -> None:
+        for i, v in zip(step.inputs, ins):
+            if isinstance(trace.get(i), np.ndarray):
+                assert np.asarray(v).tobytes() == trace[i].tobytes(), f"operation {step.k}: operand {i} overwritten"
+
+    def wrap(step):
+        def kernel(ins, outs):
+            check(step, ins)
+            return step.kernel(ins, outs)
+        return kernel
+
+    for bound in plan._bound.values():
+        bound.steps[:] = [dataclasses.replace(s, kernel=wrap(s)) if s.kernel else s for s in bound.steps]
+    reference = plan._reference
+    plan._reference = lambda step, ins, deadline: (check(step, ins), reference(step, ins, deadline))[1]
+
+
+def _check_against_trace(model: Model_1_3, inputs: list[np.ndarray]) -> NumpyPlan:
+    runner = GraphRunner(model)
+    with np.errstate(all="ignore"):
+        trace = runner.trace(inputs)
+    plan = NumpyPlan(GraphRunner(model))
+    _checking(plan, trace)
+    for _ in range(2):  # the second execution in the first one's buffer set
+        for i, got in zip(model.main.outputIndexes, plan.run(inputs)):
+            assert got.tobytes() == trace[i].tobytes(), f"output operand {i}"
+    return plan
+
+
+def _lifetimes_model() -> tuple[Model_1_3, list[np.ndarray]]:
+    """A value live across a chain (t), a view of it read at the end (RESHAPE, bound: it lives in
+    t's bytes), a reference step returning a view of an intermediate (EXPAND_DIMS, no bind),
+    elementwise operations over dying inputs, and an intermediate that is also a graph output."""
+    b = ModelBuilder()
+    x = b.input(F32, (4, 6))
+    add = lambda p, q, shape=(4, 6): b.op(Op.ADD, [p, q, b.constant(T.INT32, 0)], F32, shape)
+    t = b.op(Op.TANH, [x], F32, (4, 6))
+    view = b.op(Op.RESHAPE, [t, b.constant(I32, [6, 4])], F32, (6, 4))
+    y = add(x, x)
+    y = b.op(Op.MUL, [y, y, b.constant(T.INT32, 0)], F32, (4, 6))
+    kept = b.op(Op.LOGISTIC, [y], F32, (4, 6))     # a graph output, read again below
+    e = b.op(Op.EXPAND_DIMS, [add(y, kept), b.constant(T.INT32, 0)], F32, (1, 4, 6))
+    z = b.op(Op.RELU6, [add(kept, x)], F32, (4, 6))
+    z = add(z, b.op(Op.RESHAPE, [view, b.constant(I32, [4, 6])], F32, (4, 6)))
+    b.output(add(z, b.op(Op.RESHAPE, [e, b.constant(I32, [4, 6])], F32, (4, 6))))
+    b.output(kept)
+    b.output(view)
+    return b.build(), [_floats((4, 6))]
+
+
+def test_live_intermediates_never_share_bytes():
+    plan = _check_against_trace(*_lifetimes_model())
+    (bound,) = plan._bound.values()
+    assert bound.nbytes < bound.unshared_nbytes()  # and yet outputs do share
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_mediapipe_models_never_read_overwritten_bytes(name):
+    path = find_model(name)
+    if path is None:
+        pytest.skip(f"model {name} not cached: run ci/fetch-models.sh")
+    imported = load_tflite(path)
+    _check_against_trace(as_model_1_3(imported.model), random_inputs(imported.inputs, seed=0))
+
+
+def test_a_chain_lives_in_one_buffer():
+    """Each operation's first input dies where its output is written: the ADD and RELU6 kernels
+    (in place) write over it, from the first intermediate to the graph output."""
+    b = ModelBuilder()
+    x = b.input(F32, (64, 64))
+    y = x
+    for _ in range(10):
+        y = b.op(Op.RELU6, [b.op(Op.ADD, [y, x, b.constant(T.INT32, 0)], F32, (64, 64))], F32, (64, 64))
+    b.output(y)
+    plan = NumpyPlan(GraphRunner(b.build()))
+    (bound,) = plan._bound.values()
+    assert bound.nbytes == 64 * 64 * 4
+    v = _floats((64, 64))
+    want = GraphRunner(plan.model).run([v])[0]
+    assert plan.run([v])[0].tobytes() == want.tobytes()
+
+
+def test_buffers_are_aligned_for_every_dtype():
+    b = ModelBuilder()
+    x, f = b.input(Q8, (3, 5), 0.5, 1), b.input(F32, (3, 5))
+    b.output(b.op(Op.RELU, [x], Q8, (3, 5), 0.5, 1))   # 15 bytes: the next offset must not be 15
+    b.output(b.op(Op.TANH, [f], F32, (3, 5)))
+    b.output(b.op(Op.RELU6, [f], F32, (3, 5)))
+    plan = NumpyPlan(GraphRunner(b.build()))
+    (bound,) = plan._bound.values()
+    offsets = [at for step in bound.layout for at in step if at is not None]
+    assert len(set(offsets)) == 3 and all(at % ALIGN == 0 for at in offsets)
+    buffers = bound.take_buffers()
+    assert all(o.ctypes.data % ALIGN == 0 for outs in buffers.outs for o in outs if o is not None)
