@@ -16,9 +16,10 @@ from .work_queue import PriorityPool
 
 log = logging.getLogger("nngpu.prepared_model")
 
-# Asynchronous executions share one pool: enough workers for concurrent clients on 2 cores; the
-# executions of higher-priority models go first.
-_EXEC_POOL = PriorityPool(8, "nngpu-exec")
+# Asynchronous executions share one pool, keyed by prepared model: each model may run 8 at once
+# (enough for concurrent clients on 2 cores), and the pool grows to 32 threads so that one model's
+# long executions do not hold up another's (see work_queue); higher-priority models' go first.
+_EXEC_POOL = PriorityPool(32, "nngpu-exec", per_key=8)
 _MISSED = (ErrorStatus.MISSED_DEADLINE_TRANSIENT, ErrorStatus.MISSED_DEADLINE_PERSISTENT)
 
 
@@ -64,7 +65,7 @@ class PreparedModel(IPreparedModel):
             # A bad request is reported by the return value and the callback; a missed deadline,
             # like any failure while executing, by the callback (VTS QualityOfServiceTests).
             return ErrorStatus.NONE if pending.status in _MISSED else pending.status
-        _EXEC_POOL.submit(lambda: _notify(callback, pending.finish(), version), self.priority)
+        _EXEC_POOL.submit(lambda: _notify(callback, pending.finish(), version), self.priority, self)
         return ErrorStatus.NONE
 
     # 1.0
@@ -107,4 +108,4 @@ class PreparedModel(IPreparedModel):
         checked = check(self.executor, request, measure, self.resolve_token, loop_ns, deadline)
         if isinstance(checked, Result):
             return checked.status, NativeHandle(), None
-        return launch_fenced(checked, waitFor, duration_ns, lambda job: _EXEC_POOL.submit(job, self.priority))
+        return launch_fenced(checked, waitFor, duration_ns, lambda job: _EXEC_POOL.submit(job, self.priority, self))
