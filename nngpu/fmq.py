@@ -34,6 +34,10 @@ poll with a short sleep.
 
 A `QueueDescriptor` (fds + sizes) travels to another process over a Unix socket
 (`send_descriptor` / `recv_descriptor`, SCM_RIGHTS) and is opened there with `MessageQueue.attach`.
+
+The region is a memfd sealed with F_SEAL_SHRINK | F_SEAL_GROW, and attach refuses (QueueError)
+one that is not sealed against shrinking: a queue lives in its mapping (the counters are read and
+written in place), and a peer that truncated a mapped region would kill this process with SIGBUS.
 """
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .memory import close_fds
+from .memory import close_fds, sealed_memfd, shrink_sealed
 
 __all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "send_descriptor", "recv_descriptor",
            "DEFAULT_SPIN_US"]
@@ -139,8 +143,7 @@ class MessageQueue:
         if _attach is None:
             if element_size <= 0 or capacity <= 0 or element_size * capacity > (1 << 31):
                 raise QueueError(f"bad queue size {capacity} x {element_size}")
-            memfd = os.memfd_create("nngpu-fmq", os.MFD_CLOEXEC)
-            os.ftruncate(memfd, HEADER_SIZE + element_size * capacity)
+            memfd = sealed_memfd("nngpu-fmq", HEADER_SIZE + element_size * capacity)
             fds = [memfd]
             if blocking:
                 fds += [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(2)]
@@ -169,8 +172,8 @@ class MessageQueue:
     def _map_region(self, desc: QueueDescriptor) -> None:
         size = HEADER_SIZE + desc.element_size * desc.capacity
         try:
-            if os.fstat(desc.memfd).st_size < size:
-                raise QueueError("shared region smaller than the descriptor says")
+            if not shrink_sealed(desc.memfd, size):  # else a peer's ftruncate would SIGBUS us
+                raise QueueError("shared region not sealed against shrinking, or smaller than the descriptor says")
             self._mm = mmap.mmap(desc.memfd, size)
         except (OSError, ValueError) as e:
             raise QueueError(f"cannot map queue: {e}") from e

@@ -66,11 +66,10 @@ def read_constant(model: Model_1_3, operand: Operand) -> np.ndarray:
     """The value of a CONSTANT_COPY / CONSTANT_REFERENCE operand as a numpy array (a copy)."""
     loc = operand.location
     if operand.lifetime == OperandLifeTime.CONSTANT_COPY:
-        raw = memoryview(model.operandValues)[loc.offset : loc.offset + loc.length]
-    else:
-        raw = model.pools[loc.poolIndex].view(loc.offset, loc.length)
-    dt = dtype_of(operand.type)
-    arr = np.frombuffer(raw, dtype=dt).copy()
+        arr = np.frombuffer(memoryview(model.operandValues)[loc.offset : loc.offset + loc.length], np.uint8).copy()
+    else:  # a copy too; pread where the pool is not sealed (nngpu.memory)
+        arr = model.pools[loc.poolIndex].read(loc.offset, loc.length)
+    arr = arr.view(dtype_of(operand.type))
     if is_tensor(operand.type):
         return arr.reshape(operand.dimensions)
     return arr.reshape(())

@@ -229,3 +229,73 @@ def test_bad_descriptor_message_is_rejected():
         recv_descriptor(b)
     a.close()
     b.close()
+
+
+# ---- issue 10: a peer that truncates the region must not SIGBUS this process ----------------------
+def unsealed_copy(q: MessageQueue) -> QueueDescriptor:
+    """q's region copied into a memfd without seals: what a hostile peer could send."""
+    d = q.descriptor()
+    size = os.fstat(d.memfd).st_size
+    fd = os.memfd_create("hostile-fmq", os.MFD_CLOEXEC)
+    os.write(fd, os.pread(d.memfd, size, 0))
+    return QueueDescriptor(fd, d.not_empty_fd, d.not_full_fd, d.element_size, d.capacity)
+
+
+def test_queue_regions_are_sealed_and_unsealed_ones_are_refused():
+    q = MessageQueue(E, 4)
+    with pytest.raises(PermissionError):
+        os.ftruncate(q.descriptor().memfd, 0)
+    hostile = unsealed_copy(q)
+    with pytest.raises(QueueError, match="sealed"):
+        MessageQueue.attach(hostile)
+    fds = [os.dup(fd) for fd in hostile.fds()]
+    with pytest.raises(QueueError):
+        MessageQueue.attach(QueueDescriptor(fds[0], fds[1], fds[2], E, 4), dup=False)
+    for fd in fds:  # a refused attach closes the fds it was given
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    os.close(hostile.memfd)
+    q.close()
+
+
+_DRIVER = textwrap.dedent("""
+    import socket, sys
+    from nngpu.fmq import MessageQueue, QueueError, recv_descriptor
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    for _ in range(2):  # the hostile region first, then a queue nngpu made
+        desc, _ = recv_descriptor(sock)
+        try:
+            q = MessageQueue.attach(desc, dup=False)
+        except QueueError:
+            sock.send(b"refused")
+            continue
+        sock.send(b"attached")
+        sock.recv(16)  # the client has tried to shrink it
+        sock.send(q.read_blocking(timeout=20) or b"nothing")
+""")
+
+
+def test_a_driver_process_cannot_be_killed_by_a_shrunk_queue_region():
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(child.fileno())], pass_fds=[child.fileno()])
+    child.close()
+    parent.settimeout(20)
+    try:
+        q = MessageQueue(E, 4, spin_us=0)
+        hostile = unsealed_copy(q)
+        send_descriptor(parent, hostile)
+        assert parent.recv(16) == b"refused"
+        os.ftruncate(hostile.memfd, 0)  # would have killed the driver had it mapped the region
+        send_descriptor(parent, q.descriptor())
+        assert parent.recv(16) == b"attached"
+        with pytest.raises(PermissionError):
+            os.ftruncate(q.descriptor().memfd, 0)
+        assert q.write(elems(3, 1))
+        parent.send(b"go")
+        assert parent.recv(16) == elems(3, 1)
+        assert proc.wait(timeout=20) == 0
+        os.close(hostile.memfd)
+        q.close()
+    finally:
+        proc.kill()
+        parent.close()

@@ -72,8 +72,12 @@ class DeviceBuffer(IBuffer):
             if not isinstance(dst, Memory) or dst.size != value.nbytes:
                 return ErrorStatus.INVALID_ARGUMENT
             try:
-                view = np.frombuffer(dst.view(0, value.nbytes), dtype=self.dtype).reshape(value.shape)
-                self.backend.download(value.buf, view)
+                if dst.mapped:
+                    self.backend.download(value.buf, dst.array(self.dtype).reshape(value.shape))
+                else:  # a pool that could shrink is never mapped (nngpu.memory): pwrite a copy
+                    host = np.empty(value.shape, self.dtype)
+                    self.backend.download(value.buf, host)
+                    dst.write(0, host)
             except MemoryError_:
                 return ErrorStatus.INVALID_ARGUMENT
         return ErrorStatus.NONE
@@ -97,7 +101,7 @@ class DeviceBuffer(IBuffer):
             return ErrorStatus.INVALID_ARGUMENT
         shape = tuple(dims) if is_tensor(self.operand.type) else ()
         try:
-            data = np.frombuffer(src.view(0, need), dtype=self.dtype).reshape(shape)
+            data = src.read(0, need).view(self.dtype).reshape(shape)
         except MemoryError_:
             return ErrorStatus.INVALID_ARGUMENT
         self.write_from_output(data)

@@ -101,7 +101,7 @@ class _SlotCache:
         return self._registered.get(slot)
 
     def _register(self, memory: Any) -> DeviceValue | None:
-        if self._backend is None:
+        if self._backend is None or not getattr(memory, "mapped", False):  # unsealed: never mapped (nngpu.memory)
             return None
         try:
             handle = self._backend.register_host(np.frombuffer(memory.map(), np.uint8))

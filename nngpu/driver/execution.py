@@ -80,7 +80,7 @@ class PoolView:
                     raise ValidationError(f"unknown buffer token {pool.token}")
                 return
             pool = pool.hidlMemory
-        if pool is None or not hasattr(pool, "view"):
+        if pool is None or not hasattr(pool, "read"):
             raise ValidationError("pool is not a memory")
         self.memory = pool
 
@@ -154,9 +154,8 @@ def _read_inputs(executor: Executor, request: Request, pools: list[PoolView]) ->
             values.append(pool.region(arg.location.offset, tuple(dims) if is_tensor(operand.type) else (),
                                       dtype_of(operand.type)))
             continue
-        raw = pool.memory.view(arg.location.offset, nbytes_of(operand.type, dims))
-        # A copy: the kernels never alias a caller's input pool.
-        arr = np.frombuffer(raw, dtype=dtype_of(operand.type)).copy()
+        # A copy (pread where the pool is not sealed): the kernels never alias a caller's input pool.
+        arr = pool.memory.read(arg.location.offset, nbytes_of(operand.type, dims)).view(dtype_of(operand.type))
         values.append(arr.reshape(dims) if is_tensor(operand.type) else arr.reshape(()))
     return values
 
@@ -196,7 +195,7 @@ def _write_outputs(request: Request, pools: list[PoolView], outputs: list[np.nda
             continue
         if isinstance(value, DeviceValue):  # already written in place (a registered memory)
             continue
-        pool.memory.view(arg.location.offset, value.nbytes)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+        pool.memory.write(arg.location.offset, np.ascontiguousarray(value).reshape(-1).view(np.uint8))
     return None
 
 
