@@ -21,6 +21,7 @@ from ..modelutil import read_constant
 _LEN = struct.Struct("<Q")
 _ALIGN = 16
 _CONSTANT = (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE)
+_GRAPH_KEYS = {"operands", "operations", "inputs", "outputs"}
 
 
 class CacheFormatError(Exception):
@@ -41,6 +42,15 @@ def _operand(o: Operand) -> list:
             int(o.lifetime), [int(loc.poolIndex), int(loc.offset), int(loc.length)], _extra(o.extraParams)]
 
 
+def encode_graph(graph: Subgraph) -> dict:
+    """A subgraph's (or a 1.0-1.2 Model's) structure as plain numbers; nngpu.service's wire
+    reuses it."""
+    return {"operands": [_operand(o) for o in graph.operands],
+            "operations": [[int(op.type), [int(i) for i in op.inputs], [int(i) for i in op.outputs]]
+                           for op in graph.operations],
+            "inputs": [int(i) for i in graph.inputIndexes], "outputs": [int(i) for i in graph.outputIndexes]}
+
+
 def encode(model: Model_1_3, version: int, binaries: dict[str, bytes]) -> tuple[bytes, bytes]:
     """(model cache payload, data cache payload)."""
     data = bytearray()
@@ -53,11 +63,8 @@ def encode(model: Model_1_3, version: int, binaries: dict[str, bytes]) -> tuple[
                 raw = read_constant(model, o).tobytes()
                 o = replace(o, lifetime=OperandLifeTime.CONSTANT_COPY, location=DataLocation(0, len(data), len(raw)))
                 data.extend(raw)
-            operands.append(_operand(o))
-        graphs.append({"operands": operands,
-                       "operations": [[int(op.type), [int(i) for i in op.inputs], [int(i) for i in op.outputs]]
-                                      for op in graph.operations],
-                       "inputs": [int(i) for i in graph.inputIndexes], "outputs": [int(i) for i in graph.outputIndexes]})
+            operands.append(o)
+        graphs.append(encode_graph(replace(graph, operands=operands)))
     blobs = list(binaries.items())
     structure = {
         "version": int(version),
@@ -80,6 +87,8 @@ def _int_list(v) -> list[int]:
 def _decode_extra(v) -> OperandExtraParams | None:
     if v is None:
         return None
+    if not isinstance(v, dict) or len(v) != 1:
+        raise CacheFormatError("extra params are one of channelQuant / extension")
     if "channelQuant" in v:
         scales, dim = v["channelQuant"]
         return OperandExtraParams(channelQuant=SymmPerChannelQuantParams([float(s) for s in scales], int(dim)))
@@ -92,7 +101,10 @@ def _decode_operand(v) -> Operand:
                    OperandLifeTime(lifetime), DataLocation(*_int_list(location)), _decode_extra(extra))
 
 
-def _decode_graph(g) -> Subgraph:
+def decode_graph(g) -> Subgraph:
+    """encode_graph undone; CacheFormatError, ValueError, TypeError... when `g` is not one."""
+    if not isinstance(g, dict) or set(g) != _GRAPH_KEYS:
+        raise CacheFormatError("a graph has exactly operands, operations, inputs and outputs")
     return Subgraph([_decode_operand(o) for o in g["operands"]],
                     [Operation(OperationType(t), _int_list(i), _int_list(o)) for t, i, o in g["operations"]],
                     _int_list(g["inputs"]), _int_list(g["outputs"]))
@@ -106,7 +118,7 @@ def decode(model_payload: bytes, data_payload: bytes) -> tuple[Model_1_3, int, d
         structure = json.loads(model_payload[_LEN.size:_LEN.size + n])
         if structure["data_sha256"] != hashlib.sha256(data_payload).hexdigest():
             raise CacheFormatError("the data cache is not the one saved with this model cache")
-        main, *referenced = [_decode_graph(g) for g in structure["graphs"]]
+        main, *referenced = [decode_graph(g) for g in structure["graphs"]]
         model = Model_1_3(main, referenced, bytes(data_payload), [], bool(structure["relaxed"]),
                           [ExtensionNameAndPrefix(str(name), int(prefix)) for name, prefix in structure["extensions"]])
         binaries, offset = {}, _LEN.size + n

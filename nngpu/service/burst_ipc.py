@@ -6,9 +6,10 @@ prepared models, and the client-side proxies that reach it over a Unix socket.
         with ExecutionBurstController.create(prepared) as burst:
             status, shapes, timing = burst.compute(request, MeasureTiming.NO)
 
-Wire (nngpu.service.wire): an AF_UNIX SOCK_SEQPACKET connection; one message is one packet, a
-JSON header and an optional body, with pool memories and FMQ descriptors attached as fds. Each
-side serves the other's calls on worker threads, so its reader is always free for replies.
+Wire (nngpu.service.wire): an AF_UNIX SOCK_SEQPACKET connection; one message is one packet of
+bounded msgpack whose args follow the schema in nngpu.service.codec, with pool memories and FMQ
+descriptors attached as fds. Each side serves the other's calls on worker threads, so its reader
+is always free for replies.
 
 Messages  client -> service: prepare, configure (FMQ descriptors), freeMemory, closeBurst,
           execute (executeSynchronously), release;  service -> client: getMemories.

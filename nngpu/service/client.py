@@ -7,7 +7,6 @@ for a service that is gone.
 from __future__ import annotations
 
 import logging
-import pickle
 import socket
 import subprocess
 import sys
@@ -16,8 +15,8 @@ import threading
 from ..fmq import MessageQueue
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus, OutputShape, Request, Timing
-from ..memory import close_fds
-from .wire import MAX_FDS, Connection, IpcError, memory_meta, status_of, strip_pools
+from .codec import WireError
+from .wire import MAX_FDS, Connection, IpcError
 
 log = logging.getLogger("nngpu.burst_ipc")
 
@@ -31,14 +30,14 @@ class RemoteBurstContext(IBurstContext):
 
     def freeMemory(self, slot: int) -> None:
         try:  # a call, not a notification: the driver has dropped the slot when this returns
-            self._service._conn.call({"op": "freeMemory", "burst": self._burst, "slot": int(slot)})
-        except IpcError:
+            self._service._conn.call("freeMemory", {"burst": self._burst, "slot": int(slot)})
+        except (IpcError, WireError):
             pass
 
     def close(self) -> None:
         self._service._forget_burst(self._burst)
         try:
-            self._service._conn.call({"op": "closeBurst", "burst": self._burst}, timeout=10.0)
+            self._service._conn.call("closeBurst", {"burst": self._burst}, timeout=10.0)
         except IpcError:
             pass
 
@@ -55,17 +54,15 @@ class RemotePreparedModel:
                 not isinstance(resultChannel, MessageQueue):
             return ErrorStatus.INVALID_ARGUMENT, None
         burst_id = self._service._register_burst(callback, (requestChannel, resultChannel))
-        req, res = requestChannel.descriptor(), resultChannel.descriptor()
         try:
-            reply, _b, fds = self._service._conn.call(
-                {"op": "configure", "model": self.model_id, "burst": burst_id,
-                 "request_q": req.meta(), "result_q": res.meta()}, fds=req.fds() + res.fds())
-            close_fds(fds)
-        except IpcError as e:
+            reply = self._service._conn.call("configure", {
+                "model": self.model_id, "burst": burst_id,
+                "request_q": requestChannel.descriptor(), "result_q": resultChannel.descriptor()})
+        except (IpcError, WireError) as e:
             log.warning("configureExecutionBurst: %s", e)
             self._service._forget_burst(burst_id)
-            return ErrorStatus.DEVICE_UNAVAILABLE, None
-        status = status_of(reply)
+            return ErrorStatus.INVALID_ARGUMENT if isinstance(e, WireError) else ErrorStatus.DEVICE_UNAVAILABLE, None
+        status = reply["status"]
         if status != ErrorStatus.NONE:
             self._service._forget_burst(burst_id)
             return status, None
@@ -73,22 +70,20 @@ class RemotePreparedModel:
 
     def executeSynchronously(self, request: Request, measure) -> tuple[ErrorStatus, list[OutputShape], Timing]:
         try:
-            pools, fds, metas = strip_pools(list(request.pools))
-            body = pickle.dumps(Request(request.inputs, request.outputs, pools))
-            reply, _b, rfds = self._service._conn.call(
-                {"op": "execute", "model": self.model_id, "measure": int(measure), "pools": metas}, body, fds)
-            close_fds(rfds)
-            shapes = [OutputShape(list(d), bool(s)) for d, s in reply.get("shapes", [])]
-            on_device, in_driver = reply.get("timing", (Timing().timeOnDevice, Timing().timeInDriver))
-            return ErrorStatus(int(reply["status"])), shapes, Timing(int(on_device), int(in_driver))
-        except (IpcError, KeyError, TypeError, ValueError, pickle.PicklingError) as e:
+            reply = self._service._conn.call("execute", {"model": self.model_id, "request": request,
+                                                         "measure": measure})
+        except WireError as e:  # a request or measure the schema cannot hold is not a valid one
+            log.warning("remote executeSynchronously: %s", e)
+            return ErrorStatus.INVALID_ARGUMENT, [], Timing()
+        except IpcError as e:
             log.warning("remote executeSynchronously: %s", e)
             return ErrorStatus.GENERAL_FAILURE, [], Timing()
+        return reply["status"], reply.get("shapes", []), reply.get("timing", Timing())
 
     def release(self) -> None:
         try:
-            self._service._conn.call({"op": "release", "model": self.model_id})
-        except IpcError:
+            self._service._conn.call("release", {"model": self.model_id})
+        except (IpcError, WireError):
             pass
 
 
@@ -121,17 +116,16 @@ class BurstService:
 
     def prepare(self, model, preference: int = 1) -> tuple[ErrorStatus, RemotePreparedModel | None]:
         """Send `model` (pools as fds) to the service and prepare it there."""
-        pools, fds, metas = strip_pools(list(model.pools))
-        stripped = type(model)(**{**model.__dict__, "pools": pools})
         try:
-            reply, _b, rfds = self._conn.call({"op": "prepare", "pools": metas, "preference": int(preference)},
-                                              pickle.dumps(stripped), fds)
-            close_fds(rfds)
+            reply = self._conn.call("prepare", {"model": model, "preference": preference})
+        except WireError as e:  # a model the schema cannot hold is not a valid one
+            log.warning("prepare: %s", e)
+            return ErrorStatus.INVALID_ARGUMENT, None
         except IpcError as e:
             log.warning("prepare: %s", e)
             return ErrorStatus.DEVICE_UNAVAILABLE, None
-        status = status_of(reply)
-        if status != ErrorStatus.NONE or not isinstance(reply.get("model"), int):
+        status = reply["status"]
+        if status != ErrorStatus.NONE or reply.get("model") is None:
             return status if status != ErrorStatus.NONE else ErrorStatus.GENERAL_FAILURE, None
         return status, RemotePreparedModel(self, int(reply["model"]))
 
@@ -146,20 +140,19 @@ class BurstService:
         with self._lock:
             self._bursts.pop(burst_id, None)
 
-    def _handle(self, msg: dict, body: bytes, fds: list[int]) -> tuple[dict, bytes, list[int]]:
-        close_fds(fds)
-        if msg.get("op") != "getMemories":
-            return {"status": int(ErrorStatus.INVALID_ARGUMENT)}, b"", []
+    def _handle(self, op: str, args: dict) -> dict:
+        if op != "getMemories":
+            return {"status": ErrorStatus.INVALID_ARGUMENT}
         with self._lock:
-            entry = self._bursts.get(msg.get("burst"))
+            entry = self._bursts.get(args["burst"])
         if entry is None:
-            return {"status": int(ErrorStatus.INVALID_ARGUMENT)}, b"", []
-        status, memories = entry[0].getMemories(list(msg.get("slots", [])))
+            return {"status": ErrorStatus.INVALID_ARGUMENT}
+        status, memories = entry[0].getMemories(args["slots"])
         if status != ErrorStatus.NONE:
-            return {"status": int(status)}, b"", []
+            return {"status": status}
         if len(memories) > MAX_FDS - 1:
-            return {"status": int(ErrorStatus.GENERAL_FAILURE)}, b"", []
-        return {"status": 0, "memories": [memory_meta(m) for m in memories]}, b"", [m.fd for m in memories], memories
+            return {"status": ErrorStatus.GENERAL_FAILURE}
+        return {"status": ErrorStatus.NONE, "memories": list(memories)}
 
     def _peer_gone(self) -> None:
         """The service died: wake every compute waiting on its queues."""

@@ -11,16 +11,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import pickle
 import socket
 import threading
 from typing import Any
 
-from ..fmq import QueueDescriptor
 from ..hal.interfaces import IBurstCallback
-from ..hal.types import ErrorStatus, ExecutionPreference, MeasureTiming, Model, OptionalTimePoint, Priority, Request
-from ..memory import close_fds
-from .wire import CALL_TIMEOUT_S, Connection, IpcError, loads, memories_from, restore_pools, status_of
+from ..hal.types import ErrorStatus, Model, OptionalTimePoint, Priority
+from .wire import CALL_TIMEOUT_S, Connection, IpcError
 
 log = logging.getLogger("nngpu.burst_ipc")
 
@@ -34,21 +31,13 @@ class _RemoteCallback(IBurstCallback):
 
     def getMemories(self, slots):
         try:
-            reply, _body, fds = self._conn.call({"op": "getMemories", "burst": self._burst,
-                                                 "slots": [int(s) for s in slots]})
-        except IpcError as e:
+            reply = self._conn.call("getMemories", {"burst": self._burst, "slots": [int(s) for s in slots]})
+        except (IpcError, ValueError) as e:
             log.info("getMemories: %s", e)
             return ErrorStatus.GENERAL_FAILURE, []
-        status = status_of(reply)
-        if status != ErrorStatus.NONE:
-            close_fds(fds)
-            return status, []
-        try:
-            return ErrorStatus.NONE, memories_from(reply.get("memories", []), fds)
-        except (IpcError, KeyError, TypeError, ValueError) as e:
-            close_fds(fds)
-            log.info("getMemories: %s", e)
-            return ErrorStatus.GENERAL_FAILURE, []
+        if reply["status"] != ErrorStatus.NONE:
+            return reply["status"], []
+        return ErrorStatus.NONE, reply.get("memories", [])
 
 
 class _Session:
@@ -77,26 +66,21 @@ class _Session:
             self._next += 1
             return self._next
 
-    def handle(self, msg: dict, body: bytes, fds: list[int]) -> tuple[dict, bytes, list[int]]:
-        op = msg.get("op")
-        fn = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
+    def handle(self, op: str, args: dict) -> dict:
+        """One call, its args decoded by the wire's schema; the wire closes the fds after."""
+        fn = getattr(self, f"_op_{op}", None)
         if fn is None:
-            close_fds(fds)
-            return {"status": int(ErrorStatus.INVALID_ARGUMENT), "error": f"unknown op {op!r}"}, b"", []
+            return {"status": ErrorStatus.INVALID_ARGUMENT, "error": f"{op} is not served here"}
         try:
-            return fn(msg, body, fds)
-        except (IpcError, pickle.UnpicklingError, KeyError, TypeError, ValueError, EOFError) as e:
-            close_fds(fds)
-            return {"status": int(ErrorStatus.INVALID_ARGUMENT), "error": str(e)}, b"", []
+            return fn(args)
+        except KeyError as e:
+            return {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)}
 
-    def _op_prepare(self, msg, body, fds):
+    def _op_prepare(self, args):
         from ..driver.callbacks import PreparedModelCallback
 
-        memories = memories_from(msg.get("pools", []), fds)
-        model = loads(body)
-        model.pools = restore_pools(model.pools, memories)
+        model, pref = args["model"], args["preference"]
         cb = PreparedModelCallback()
-        pref = ExecutionPreference(int(msg.get("preference", ExecutionPreference.FAST_SINGLE_ANSWER)))
         if isinstance(model, Model):
             status = self.device.prepareModel_1_2(model, pref, [], [], bytes(32), cb)
         else:
@@ -105,67 +89,51 @@ class _Session:
         cb.wait(CALL_TIMEOUT_S)
         status = status if status != ErrorStatus.NONE else cb.status
         if status != ErrorStatus.NONE or cb.prepared_model is None:
-            return {"status": int(status or ErrorStatus.GENERAL_FAILURE)}, b"", []
+            return {"status": status or ErrorStatus.GENERAL_FAILURE}
         mid = self._new_id()
         with self._lock:
             self.models[mid] = cb.prepared_model
-        return {"status": 0, "model": mid}, b"", []
+        return {"status": ErrorStatus.NONE, "model": mid}
 
-    def _model(self, msg):
+    def _model(self, args):
         with self._lock:
-            prepared = self.models.get(msg.get("model"))
+            prepared = self.models.get(args["model"])
         if prepared is None:
-            raise KeyError(f"unknown model {msg.get('model')}")
+            raise KeyError(f"unknown model {args['model']}")
         return prepared
 
-    def _op_release(self, msg, body, fds):
+    def _op_release(self, args):
         with self._lock:
-            self.models.pop(msg.get("model"), None)
-        return {"status": 0}, b"", []
+            self.models.pop(args["model"], None)
+        return {"status": ErrorStatus.NONE}
 
-    def _op_configure(self, msg, body, fds):
-        prepared = self._model(msg)
-        queues, at = [], 0
-        for key in ("request_q", "result_q"):
-            meta = msg[key]
-            n = 3 if meta.get("blocking") else 1
-            queues.append(QueueDescriptor.from_parts(meta, fds[at:at + n]))
-            at += n
-        if at != len(fds):
-            raise IpcError("unexpected fds with configure")
-        burst_id = int(msg["burst"])
-        try:
-            status, context = prepared.configureExecutionBurst(_RemoteCallback(self.conn, burst_id), *queues)
-        finally:
-            close_fds(fds)  # the burst attached its own copies
+    def _op_configure(self, args):
+        prepared = self._model(args)
+        burst_id = args["burst"]
+        status, context = prepared.configureExecutionBurst(_RemoteCallback(self.conn, burst_id),
+                                                           args["request_q"], args["result_q"])
         if status == ErrorStatus.NONE and context is not None:
             with self._lock:
                 self.bursts[burst_id] = context
-        return {"status": int(status)}, b"", []
+        return {"status": status}
 
-    def _op_freeMemory(self, msg, body, fds):
+    def _op_freeMemory(self, args):
         with self._lock:
-            context = self.bursts.get(msg.get("burst"))
+            context = self.bursts.get(args["burst"])
         if context is not None:
-            context.freeMemory(int(msg["slot"]))
-        return {"status": 0}, b"", []
+            context.freeMemory(args["slot"])
+        return {"status": ErrorStatus.NONE}
 
-    def _op_closeBurst(self, msg, body, fds):
+    def _op_closeBurst(self, args):
         with self._lock:
-            context = self.bursts.pop(msg.get("burst"), None)
+            context = self.bursts.pop(args["burst"], None)
         if context is not None and hasattr(context, "close"):
             context.close()
-        return {"status": 0}, b"", []
+        return {"status": ErrorStatus.NONE}
 
-    def _op_execute(self, msg, body, fds):
-        prepared = self._model(msg)
-        request = loads(body)
-        if not isinstance(request, Request):
-            raise TypeError("not a Request")
-        request.pools = restore_pools(request.pools, memories_from(msg.get("pools", []), fds))
-        status, shapes, timing = prepared.executeSynchronously(request, MeasureTiming(int(msg.get("measure", 0))))
-        return {"status": int(status), "shapes": [[list(s.dimensions), bool(s.isSufficient)] for s in shapes],
-                "timing": [int(timing.timeOnDevice), int(timing.timeInDriver)]}, b"", []
+    def _op_execute(self, args):
+        status, shapes, timing = self._model(args).executeSynchronously(args["request"], args["measure"])
+        return {"status": status, "shapes": shapes, "timing": timing}
 
 
 def serve_connection(sock: socket.socket, device=None) -> None:

@@ -1,132 +1,123 @@
 """The wire of nngpu.service.burst_ipc: one AF_UNIX SOCK_SEQPACKET connection carrying calls and
-replies in both directions, and the pickling of HAL values without their pools.
+replies in both directions.
 
-One message is one packet: a JSON header (u32 length, then UTF-8), then an optional body, with
-fds attached (SCM_RIGHTS): pool memories and FMQ descriptors travel as fds, never as bytes.
-Bodies over 64 KiB (models) go in a memfd attached as the last fd. A call carries "id", its
-reply "re": the id of the call. Models and requests are pickled with their pools replaced by
-PoolRefs, and unpickled by a loader that only builds nngpu.hal.types values. Each side serves
-the other's calls on worker threads so that its reader thread is always free to deliver
-replies (the driver's getMemories call waits for the client while the client waits on the
-result FMQ).
+One message is one packet of msgpack: a call {"op", "id", "args"}, its reply {"re", "args"} ("re":
+the call's id), with fds attached (SCM_RIGHTS): pool memories and FMQ descriptors travel as fds,
+never as bytes. A message over 64 KiB (a model) rides in a memfd attached as the last fd, the
+packet then being {"body": length}. `args` follow the schema of nngpu.service.codec.
+
+Nothing is allocated on a peer's word: the packet is read into a fixed buffer; a body's length is
+checked against MAX_BODY and the memfd's size, and must be backed by pages the sender wrote
+(not a sparse file), before it is read; msgpack is decoded by a walker
+that refuses a container declaring more items than the bytes left could hold (msgpack itself would
+allocate the declared count) and nesting deeper than MAX_DEPTH, and lets msgpack build only
+scalars, strings and bytes, which it copies from the bytes present. Each side serves the other's
+calls on worker threads so that its reader thread is always free to deliver replies (the driver's
+getMemories call waits for the client while the client waits on the result FMQ).
 """
 from __future__ import annotations
 
-import io
-import json
 import logging
 import os
-import pickle
+import select
 import socket
-import struct
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..hal import types as hal_types
-from ..hal.types import ErrorStatus, MemoryPool
-from ..memory import Memory, close_fds, memory_from_fd
+import msgpack
+
+from ..hal.types import ErrorStatus
+from ..memory import close_fds
+from . import codec
+from .codec import WireError
 
 log = logging.getLogger("nngpu.burst_ipc")
 
-_HAL_TYPES = hal_types.__name__
-_MAX_MSG = 1 << 17
-_INLINE_BODY = 1 << 16
+_MAX_PACKET = 1 << 17
+_INLINE = 1 << 16
+MAX_BODY = 1 << 28
+MAX_DEPTH = 16
 MAX_FDS = 250
 CALL_TIMEOUT_S = 120.0
-_HDR = struct.Struct("<I")
+_ARRAY = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
+_MAP = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+_EXT = frozenset([0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8])
 
 
 class IpcError(Exception):
     """The peer is gone or answered something unreadable."""
 
 
-# ---- pickling without pools ----------------------------------------------------------------------
-@dataclass
-class PoolRef:
-    """A pool in a pickled model or request: the index of its memory among the message's fds."""
-
-    index: int
-
-
-def strip_pools(pools: list) -> tuple[list, list[int], list[dict]]:
-    """Pools with every Memory replaced by a PoolRef, and the fds / metadata to send."""
-    refs, fds, metas = [], [], []
-
-    def ref(m: Memory) -> PoolRef:
-        fds.append(m.fd)
-        metas.append(memory_meta(m))
-        return PoolRef(len(fds) - 1)
-
-    for p in pools:
-        if isinstance(p, Memory):
-            refs.append(ref(p))
-        elif isinstance(p, MemoryPool) and isinstance(p.hidlMemory, Memory):
-            refs.append(MemoryPool(hidlMemory=ref(p.hidlMemory), token=p.token))
-        else:
-            refs.append(p)
-    return refs, fds, metas
+# ---- bounded msgpack ----------------------------------------------------------------------------
+def dumps(value: Any) -> bytes:
+    try:
+        return msgpack.packb(value, use_bin_type=True)
+    except (OverflowError, TypeError, ValueError) as e:  # an integer past 64 bits, say
+        raise WireError(f"does not pack: {e}") from e
 
 
-def restore_pools(pools: list, memories: list[Memory]) -> list:
-    """strip_pools undone: every PoolRef replaced by its memory."""
-    out = []
-    for p in pools:
-        if isinstance(p, PoolRef):
-            out.append(memories[p.index])
-        elif isinstance(p, MemoryPool) and isinstance(p.hidlMemory, PoolRef):
-            out.append(MemoryPool(hidlMemory=memories[p.hidlMemory.index], token=p.token))
-        else:
-            out.append(p)
+def loads(data: bytes) -> Any:
+    """One msgpack value that fills `data`; WireError for anything else, before allocating more
+    than a small multiple of len(data)."""
+    u = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1), max_ext_len=0, strict_map_key=True)
+    u.feed(data)
+    try:
+        value = _read(u, data, 0)
+    except (msgpack.UnpackException, ValueError, RecursionError) as e:
+        raise WireError(f"unreadable msgpack: {type(e).__name__}: {e}") from e
+    if u.tell() != len(data):
+        raise WireError(f"{len(data) - u.tell()} bytes after the message")
+    return value
+
+
+def _read(u: msgpack.Unpacker, data: bytes, depth: int) -> Any:
+    at = u.tell()
+    if at >= len(data):
+        raise WireError("truncated message")
+    tag = data[at]
+    if tag in _EXT:
+        raise WireError("msgpack ext types are not part of the wire")
+    if tag not in _ARRAY and tag not in _MAP:
+        return u.unpack()  # a scalar, a string or bytes: msgpack needs all their bytes present
+    if depth >= MAX_DEPTH:
+        raise WireError("nested too deep")
+    if tag in _ARRAY:
+        n = u.read_array_header()
+        if n > len(data) - u.tell():  # every item takes at least a byte
+            raise WireError(f"an array of {n} items in {len(data) - u.tell()} bytes")
+        return [_read(u, data, depth + 1) for _ in range(n)]
+    n = u.read_map_header()
+    if 2 * n > len(data) - u.tell():
+        raise WireError(f"a map of {n} items in {len(data) - u.tell()} bytes")
+    out = {}
+    for _ in range(n):
+        key = _read(u, data, depth + 1)
+        if not isinstance(key, str) or key in out:
+            raise WireError("map keys are distinct strings")
+        out[key] = _read(u, data, depth + 1)
     return out
 
 
-class _HalUnpickler(pickle.Unpickler):
-    """Builds only HAL values: a peer cannot make this process run anything."""
-
-    def find_class(self, module: str, name: str):
-        if module.startswith(_HAL_TYPES + "."):  # a class nngpu.hal.types exports, where it is defined
-            cls = getattr(hal_types, name, None)
-            if isinstance(cls, type) and cls.__module__ == module:
-                return cls
-        if module == __name__ and name == "PoolRef":
-            return PoolRef
-        if module == "copyreg" and name in ("_reconstructor", "__newobj__"):
-            return super().find_class(module, name)
-        if module == "builtins" and name in ("object", "bytes", "bytearray", "list", "dict", "set"):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not a HAL type")
-
-
-def loads(body: bytes) -> Any:
-    """Unpickle a message body that may hold only HAL values and PoolRefs."""
-    return _HalUnpickler(io.BytesIO(body)).load()
-
-
-def memory_meta(m: Memory) -> dict:
-    """What travels beside a memory's fd: memories_from rebuilds the Memory from both."""
-    return {"name": m.name, "size": m.size, "offset": m.offset}
-
-
-def memories_from(metas: list[dict], fds: list[int]) -> list[Memory]:
-    """The Memory objects a message's memory metadata and fds describe (they own the fds)."""
-    if len(metas) != len(fds):
-        raise IpcError(f"{len(metas)} memories described, {len(fds)} fds received")
-    return [memory_from_fd(str(m["name"]), int(m["size"]), fd, int(m.get("offset", 0))) for m, fd in zip(metas, fds)]
-
-
-def status_of(reply: dict) -> ErrorStatus:
-    """A reply's status; GENERAL_FAILURE when it has none or an unknown one."""
-    try:
-        return ErrorStatus(int(reply.get("status", ErrorStatus.GENERAL_FAILURE)))
-    except (TypeError, ValueError):
-        return ErrorStatus.GENERAL_FAILURE
+def _read_body(n: Any, memfd: int) -> bytes:
+    """The message in a body memfd of `n` bytes (the caller closes the memfd)."""
+    if type(n) is not int or not 0 <= n <= MAX_BODY:
+        raise WireError(f"a body of {n!r} bytes (at most {MAX_BODY})")
+    st = os.fstat(memfd)
+    if st.st_size != n:
+        raise WireError("the body memfd is not the size declared")
+    if st.st_blocks * 512 < n:  # a sparse memfd costs its sender nothing, its reader n bytes
+        raise WireError("the body memfd is sparse")
+    body = os.pread(memfd, n, 0)
+    if len(body) != n:
+        raise WireError("the body memfd shrank")
+    return body
 
 
 # ---- one connection, either side -----------------------------------------------------------------
-# A handler answers (reply, body, fds[, keepalive]): keepalive owns the fds until they are sent.
-Handler = Callable[[dict, bytes, list[int]], tuple]
+# A handler answers a call's decoded args with its reply args; what it returns is kept alive
+# (memories whose fds it attaches) until the reply is sent.
+Handler = Callable[[str, dict], dict]
 
 
 class Connection:
@@ -138,7 +129,7 @@ class Connection:
         self._handler = handler
         self._on_close = on_close
         self._send_lock = threading.Lock()
-        self._pending: dict[int, Future] = {}
+        self._pending: dict[int, tuple[Future, str]] = {}
         self._pending_lock = threading.Lock()
         self._next_id = 0
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nngpu-ipc")
@@ -146,42 +137,43 @@ class Connection:
         self._reader = threading.Thread(target=self._read_loop, name="nngpu-ipc-reader", daemon=True)
         self._reader.start()
 
-    def send(self, msg: dict, body: bytes = b"", fds: list[int] = ()) -> None:
+    def _send(self, envelope: dict, fds: list[int]) -> None:
+        data = dumps(envelope)
         fds = list(fds)
+        big = len(data) > _INLINE
+        if len(fds) + big > MAX_FDS or len(data) > MAX_BODY:
+            raise WireError(f"a message of {len(data)} bytes and {len(fds)} fds (at most {MAX_BODY}, {MAX_FDS})")
         memfd = -1
-        if len(body) > _INLINE_BODY:  # big bodies ride in a memfd, attached as the last fd
-            memfd = os.memfd_create("nngpu-ipc", os.MFD_CLOEXEC)
-            with open(memfd, "wb", closefd=False) as f:
-                f.write(body)
-            msg = {**msg, "body_fd": len(body)}
-            fds.append(memfd)
-            body = b""
-        head = json.dumps(msg).encode()
-        if len(fds) > MAX_FDS:
-            raise IpcError(f"{len(fds)} fds in one message")
         try:
+            if big:  # big messages ride in a memfd, attached as the last fd
+                memfd = os.memfd_create("nngpu-ipc", os.MFD_CLOEXEC)
+                os.pwrite(memfd, data, 0)
+                fds.append(memfd)
+                data = dumps({"body": len(data)})
             with self._send_lock:
-                socket.send_fds(self._sock, [_HDR.pack(len(head)) + head + body], fds)
+                socket.send_fds(self._sock, [data], fds)
         except OSError as e:
             raise IpcError(f"send failed: {e}") from e
         finally:
             if memfd >= 0:
                 os.close(memfd)
 
-    def call(self, msg: dict, body: bytes = b"", fds: list[int] = (),
-             timeout: float | None = CALL_TIMEOUT_S) -> tuple[dict, bytes, list[int]]:
+    def call(self, op: str, args: dict, timeout: float | None = CALL_TIMEOUT_S) -> dict:
+        """The peer's reply args to `op`; IpcError if none comes or it is unreadable, WireError if
+        `args` do not fit the schema."""
+        plain, fds = codec.encode(codec.CALLS[op], args)
         fut: Future = Future()
         with self._pending_lock:
             if self.closed.is_set():
                 raise IpcError("connection closed")
             self._next_id += 1
             call_id = self._next_id
-            self._pending[call_id] = fut
+            self._pending[call_id] = (fut, op)
         try:
-            self.send({**msg, "id": call_id}, body, fds)
+            self._send({"op": op, "id": call_id, "args": plain}, fds)
             return fut.result(timeout)
         except TimeoutError as e:
-            raise IpcError(f"{msg.get('op')}: no reply") from e
+            raise IpcError(f"{op}: no reply") from e
         finally:
             with self._pending_lock:
                 self._pending.pop(call_id, None)
@@ -190,71 +182,110 @@ class Connection:
         try:
             while True:
                 try:
-                    data, fds, _flags, _addr = socket.recv_fds(self._sock, _MAX_MSG, MAX_FDS + 1)
+                    data, fds, flags, _addr = socket.recv_fds(self._sock, _MAX_PACKET, MAX_FDS + 1)
                 except OSError:
                     break
                 if not data:
                     close_fds(fds)
-                    break  # the peer is gone
+                    if self._peer_hung_up():
+                        break
+                    continue  # an empty packet, not the end
                 try:
-                    msg, body, fds = self._parse(data, fds)
-                except (IpcError, ValueError, OSError) as e:
+                    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                        raise WireError("a packet or its fds truncated")
+                    envelope, fds = self._parse(data, fds)
+                except (WireError, OSError) as e:
                     log.warning("dropping unreadable message: %s", e)
                     close_fds(fds)
                     continue
-                if "re" in msg:
-                    with self._pending_lock:
-                        fut = self._pending.get(msg["re"])
-                    if fut is None:
-                        close_fds(fds)
-                    else:
-                        fut.set_result((msg, body, fds))
-                else:
-                    try:
-                        self._pool.submit(self._serve, msg, body, fds)
-                    except RuntimeError:
-                        close_fds(fds)
+                self._dispatch(envelope, fds)
         finally:
             self._shutdown()
 
+    def _peer_hung_up(self) -> bool:
+        """After a read of 0 bytes: the peer's end is gone (SEQPACKET also carries empty packets)."""
+        p = select.poll()
+        p.register(self._sock, select.POLLRDHUP)
+        return any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR) for _fd, ev in p.poll(0))
+
     @staticmethod
-    def _parse(data: bytes, fds: list[int]) -> tuple[dict, bytes, list[int]]:
-        if len(data) < _HDR.size:
-            raise IpcError("short message")
-        (n,) = _HDR.unpack_from(data)
-        msg = json.loads(data[_HDR.size:_HDR.size + n].decode())
-        if not isinstance(msg, dict):
-            raise IpcError("header is not an object")
-        body = data[_HDR.size + n:]
-        if "body_fd" in msg:
+    def _parse(data: bytes, fds: list[int]) -> tuple[dict, list[int]]:
+        envelope = loads(data)
+        if isinstance(envelope, dict) and set(envelope) == {"body"}:
             if not fds:
-                raise IpcError("body fd missing")
+                raise WireError("body fd missing")
             memfd = fds.pop()
             try:
-                body = os.pread(memfd, int(msg["body_fd"]), 0)
+                envelope = loads(_read_body(envelope["body"], memfd))
             finally:
                 os.close(memfd)
-        return msg, body, fds
+        if not isinstance(envelope, dict):
+            raise WireError("a message is a map")
+        return envelope, fds
 
-    def _serve(self, msg: dict, body: bytes, fds: list[int]) -> None:
-        try:
-            answer = self._handler(msg, body, fds)
-        except Exception as e:
-            log.exception("handling %s", msg.get("op"))
-            answer = {"status": int(ErrorStatus.GENERAL_FAILURE), "error": str(e)}, b"", []
-        reply, rbody, rfds = answer[:3]
-        if "id" in msg:
+    def _dispatch(self, envelope: dict, fds: list[int]) -> None:
+        if set(envelope) == {"re", "args"} and type(envelope["re"]) is int:
+            with self._pending_lock:
+                fut, op = self._pending.get(envelope["re"], (None, ""))
+            if fut is None:
+                close_fds(fds)
+                return
             try:
-                self.send({**reply, "re": msg["id"]}, rbody, rfds)
-            except IpcError:
-                pass
+                args, rx = codec.decode(codec.REPLIES[op], envelope["args"], fds)
+                rx.close()
+                fut.set_result(args)
+            except WireError as e:
+                fut.set_exception(IpcError(f"{op}: unreadable reply: {e}"))
+            return
+        call_id = envelope.get("id")
+        if set(envelope) != {"op", "id", "args"} or type(call_id) is not int:
+            close_fds(fds)
+            if type(call_id) is int:  # a call with an envelope off the schema
+                self._reply(call_id, "", {"status": ErrorStatus.INVALID_ARGUMENT, "error": "not a call"})
+            else:
+                log.warning("dropping a message that is neither a call nor a reply")
+            return
+        try:
+            self._pool.submit(self._serve, envelope["op"], call_id, envelope["args"], fds)
+        except RuntimeError:
+            close_fds(fds)
+
+    def _serve(self, op: Any, call_id: int, plain: Any, fds: list[int]) -> None:
+        try:
+            if not isinstance(op, str) or op not in codec.CALLS:
+                close_fds(fds)
+                raise WireError(f"unknown op {op!r}")
+            args, rx = codec.decode(codec.CALLS[op], plain, fds)
+        except WireError as e:
+            self._reply(call_id, "", {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)})
+            return
+        try:
+            reply = self._handler(op, args)
+        except Exception as e:
+            log.exception("handling %s", op)
+            reply = {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
+        finally:
+            rx.close()  # the fds no decoded value took (queue descriptors: the burst dup'ed them)
+        self._reply(call_id, op, reply)
+
+    def _reply(self, call_id: int, op: str, reply: dict) -> None:
+        fields = codec.REPLIES.get(op, codec.REPLIES["release"])
+        try:
+            try:
+                plain, fds = codec.encode(fields, reply)
+            except WireError as e:
+                log.warning("reply to %s does not encode: %s", op, e)
+                plain, fds = codec.encode(fields, {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)})
+            self._send({"re": call_id, "args": plain}, fds)
+        except (IpcError, WireError, OSError):
+            pass
 
     def _shutdown(self) -> None:
         if self.closed.is_set():
             return
         self.closed.set()
         with self._pending_lock:
-            pending = list(self._pending.values())
+            pending = [fut for fut, _op in self._pending.values()]
         for fut in pending:
             if not fut.done():
                 fut.set_exception(IpcError("connection closed"))
@@ -272,5 +303,3 @@ class Connection:
             pass
         self._reader.join(timeout=5.0)
         self._sock.close()
-
-

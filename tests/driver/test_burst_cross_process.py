@@ -171,32 +171,3 @@ def test_client_going_away_ends_the_service(kit):
     assert svc.process.returncode == 0
     assert burst.compute(kit.add_request().request)[0] == ErrorStatus.GENERAL_FAILURE
     burst.close()
-
-
-def test_message_bodies_unpickle_only_hal_values(kit):
-    """Models and requests (HAL classes from every nngpu.hal.types module, pools as PoolRefs)
-    come back whole; a class from anywhere else, or a non-class that a HAL module happens to
-    hold, is refused."""
-    import collections
-    import pickle
-
-    from nngpu.hal.types import MemoryPool
-    from nngpu.service.wire import PoolRef, loads
-
-    model = kit.add_model()
-    model.pools = [PoolRef(0)]
-    request = kit.add_request().request
-    request.pools = [MemoryPool(hidlMemory=PoolRef(0)), PoolRef(1)]
-    assert loads(pickle.dumps(model)) == model
-    assert loads(pickle.dumps(request)) == request
-
-    class Evil:
-        def __reduce__(self):
-            return os.system, ("true",)
-
-    for foreign in (Evil(), collections.OrderedDict(), signal.Signals.SIGINT):
-        with pytest.raises(pickle.UnpicklingError):
-            loads(pickle.dumps(foreign))
-    global_op = pickle.GLOBAL + b"nngpu.hal.types.model\ndataclass\n" + pickle.STOP  # a function, not a class
-    with pytest.raises(pickle.UnpicklingError):
-        loads(global_op)
