@@ -17,6 +17,13 @@ thread wake-ups (nngpu.driver.burst_server explains). The packet still crosses b
 Waiting for a result of a driver in another process busy-polls for `spin_us` (default
 CLIENT_SPIN_US, env NNGPU_BURST_CLIENT_SPIN_US) before sleeping: long enough to cover a small
 model's execution, so a hot burst costs no wake-up on either side.
+
+Timeouts. With a `timeout`, a compute returns within it whatever the driver does (stopped,
+dead, or never answering a call): the queues are waited on until one deadline, and the calls
+into the context (freeMemory, close, the executeSynchronously fallback) run on a helper thread
+that is waited for only until that deadline, then left to finish or fail on its own. A compute
+that found the burst broken tears it down without waiting at all; close() waits at most
+`timeout` for the driver to acknowledge.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import collections
 import logging
 import os
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -134,18 +142,64 @@ class BurstCallback(IBurstCallback):
             return ErrorStatus.GENERAL_FAILURE, []
 
 
-def _release(requests: MessageQueue, results: MessageQueue, context: IBurstContext | None) -> None:
-    """Tear a burst down (also run by the finalizer when a controller is dropped unclosed)."""
+def _within(timeout: float | None, what: str, fn, *args, on_late=None) -> tuple[bool, Any]:
+    """(True, fn(*args)); (True, None) if it raised (logged); (False, None) if it did not return
+    within `timeout` s (None: no limit, run here). A call that overruns goes on on its daemon
+    thread, and what it returns late goes to on_late: a stopped driver must not hold the caller
+    past its timeout."""
+    if timeout is None:
+        try:
+            return True, fn(*args)
+        except Exception:
+            log.exception(what)
+            return True, None
+    out: list = []
+    done = threading.Event()
+    lock = threading.Lock()
+    abandoned = False
+
+    def run() -> None:
+        try:
+            value = fn(*args)
+        except Exception:
+            log.exception(what)
+            value = None
+        with lock:
+            out.append(value)
+            done.set()
+            late = abandoned
+        if late and on_late is not None and value is not None:
+            on_late(value)
+    try:
+        threading.Thread(target=run, name="nngpu-burst-call", daemon=True).start()
+    except RuntimeError:  # no thread to spare: the call cannot be bounded, so it is not made
+        log.error("%s: no thread to run it on", what)
+        return False, None
+    done.wait(max(timeout, 0.0))
+    with lock:
+        if not out:
+            abandoned = True
+            (log.warning if timeout > 0 else log.debug)("%s: no answer within %.3g s", what, timeout)
+            return False, None
+    return True, out[0]
+
+
+def _release(requests: MessageQueue, results: MessageQueue, context: IBurstContext | None,
+             wait: float | None = None) -> None:
+    """Tear a burst down, waiting at most `wait` s for the context's close (also run by the
+    finalizer when a controller is dropped unclosed)."""
     requests.shutdown()
     results.shutdown()
     close = getattr(context, "close", None)
     if close is not None:
-        try:
-            close()
-        except Exception:
-            log.exception("closing the burst context")
+        _within(wait, "closing the burst context", close)
     requests.close()
     results.close()
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds left until `deadline` (None: no deadline), never negative."""
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
 
 
 class ExecutionBurstController:
@@ -164,7 +218,9 @@ class ExecutionBurstController:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._closed = False
-        self._finalizer = weakref.finalize(self, _release, requests, results, context)
+        # a dropped controller's finalizer never waits on the driver when a timeout was asked for
+        self._finalizer = weakref.finalize(self, _release, requests, results, context,
+                                           None if timeout is None else 0.0)
         inline = getattr(context, "serve_inline", None)
         self._inline = inline if callable(inline) and getattr(context, "in_process", False) else None
         if self._inline is not None:
@@ -175,17 +231,21 @@ class ExecutionBurstController:
                result_length: int = DEFAULT_CHANNEL_LENGTH, blocking: bool = True,
                spin_us: float | None = None, timeout: float | None = None) -> "ExecutionBurstController":
         """Create both FMQs and configure a burst on `prepared_model`; BurstError on failure.
-        `timeout` bounds each compute's wait (None: until the result or the driver goes away);
+        `timeout` bounds this configuration, each compute and close (None: until the driver
+        answers or goes away);
         `spin_us` how long a wait busy-polls before it sleeps (None: CLIENT_SPIN_US)."""
         spin = CLIENT_SPIN_US if spin_us is None else spin_us
         requests = MessageQueue(DATUM_SIZE, request_length, blocking=blocking, spin_us=spin)
         results = MessageQueue(DATUM_SIZE, result_length, blocking=blocking, spin_us=spin)
         callback = BurstCallback()
-        try:
+        def configure() -> tuple[ErrorStatus, IBurstContext | None]:
             status, context = prepared_model.configureExecutionBurst(callback, requests, results)
-        except Exception:
-            status, context = ErrorStatus.GENERAL_FAILURE, None
-            log.exception("configureExecutionBurst raised")
+            return status, context
+        finished, reply = _within(timeout, "configureExecutionBurst", configure,
+                                  on_late=lambda late: _release(requests, results, late[1], 0.0))
+        status, context = reply if reply is not None else (ErrorStatus.GENERAL_FAILURE, None)
+        if not finished:  # a context configured after all sees its queues closed, and ends
+            status = ErrorStatus.DEVICE_UNAVAILABLE
         if status != ErrorStatus.NONE or context is None:
             requests.close()
             results.close()
@@ -196,31 +256,32 @@ class ExecutionBurstController:
     # ---- execution ------------------------------------------------------------------------------
     def compute(self, request: Request, measure: MeasureTiming = MeasureTiming.NO) -> ComputeResult:
         """Execute `request` through the burst: (status, outputShapes, timing). Never raises."""
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
         with self._lock:
             if self._closed:
                 return ErrorStatus.GENERAL_FAILURE, [], Timing()
-            if self.callback._dead:
-                self._free_dead()
+            if self.callback._dead and not self._free_dead(deadline):
+                return self._broken("freeMemory got no answer")
             try:
                 m = _MEASURES.get(measure)
                 if m is None:
                     raise ValueError(f"bad MeasureTiming {measure!r}")
                 slots = self._slots(request)
                 if slots is None:
-                    return self._fallback(request, m)  # like the reference: the slow path
+                    return self._fallback(request, m, deadline)  # like the reference: the slow path
                 packet = encode_request(request, m, slots)
             except (PacketError, ValueError, TypeError, AttributeError) as e:
                 log.info("burst compute: bad request: %s", e)
                 return ErrorStatus.INVALID_ARGUMENT, [], Timing()
             if len(packet) > self._request_capacity:
-                return self._fallback(request, m)
+                return self._fallback(request, m, deadline)
             inline = self._inline
             if inline is not None and self._requests.write(packet, wake=False):
                 if not inline():  # its worker is busy: it reads the packet next, once woken
                     self._requests.wake_reader()
-            elif not self._requests.write_blocking(packet, timeout=self.timeout):
+            elif not self._requests.write_blocking(packet, timeout=_left(deadline)):
                 return self._broken("the request could not be sent")
-            raw = self._results.read_blocking(None, timeout=self.timeout)
+            raw = self._results.read_blocking(None, timeout=_left(deadline))
             if raw is None:
                 return self._broken("no result came back")
             try:
@@ -241,29 +302,28 @@ class ExecutionBurstController:
             slots.append(self.callback.slot_of(pool))
         return slots
 
-    def _fallback(self, request: Request, measure: MeasureTiming) -> ComputeResult:
-        try:
-            return tuple(self._prepared.executeSynchronously(request, measure))  # type: ignore[return-value]
-        except Exception as e:
-            log.warning("burst fallback failed: %s", e)
-            return ErrorStatus.GENERAL_FAILURE, [], Timing()
+    def _fallback(self, request: Request, measure: MeasureTiming, deadline: float | None) -> ComputeResult:
+        def run() -> ComputeResult:
+            status, shapes, timing = self._prepared.executeSynchronously(request, measure)
+            return status, shapes, timing
+        _finished, result = _within(_left(deadline), "burst fallback executeSynchronously", run)
+        return result if result is not None else (ErrorStatus.GENERAL_FAILURE, [], Timing())
 
     def _broken(self, why: str) -> ComputeResult:
-        """The burst cannot be trusted any more (a late result would answer the next request)."""
+        """The burst cannot be trusted any more (a late result would answer the next request);
+        its teardown does not wait for a driver that has already failed to answer."""
         log.warning("burst: %s; closing it", why)
-        self._close_locked()
+        self._close_locked(0.0)
         return ErrorStatus.GENERAL_FAILURE, [], Timing()
 
     # ---- memory -------------------------------------------------------------------------------
-    def _free_dead(self) -> None:
-        for slot in self.callback.take_dead():
-            self._free(slot)
+    def _free_dead(self, deadline: float | None) -> bool:
+        """freeMemory every slot whose memory died; False if the driver did not answer in time."""
+        return all(self._free(slot, deadline) for slot in self.callback.take_dead())
 
-    def _free(self, slot: int) -> None:
-        try:
-            self.context.freeMemory(slot)
-        except Exception:
-            log.exception("freeMemory(%d)", slot)
+    def _free(self, slot: int, deadline: float | None) -> bool:
+        left = _left(deadline)
+        return (left is None or left > 0) and _within(left, f"freeMemory({slot})", self.context.freeMemory, slot)[0]
 
     def forget(self, memory: Memory) -> None:
         """Tell the driver now that `memory` will not be used again in this burst."""
@@ -272,7 +332,8 @@ class ExecutionBurstController:
                 return
             slot = self.callback.forget(memory)
             if slot is not None:
-                self._free(slot)
+                deadline = None if self.timeout is None else time.monotonic() + self.timeout
+                self._free(slot, deadline)
 
     # ---- lifetime ---------------------------------------------------------------------------------
     @property
@@ -280,15 +341,17 @@ class ExecutionBurstController:
         return self._closed
 
     def close(self) -> None:
+        """End the burst, waiting at most `timeout` s for the driver to acknowledge."""
         self._requests.shutdown()  # wake a compute blocked on the queues, then wait for it
         self._results.shutdown()
         with self._lock:
-            self._close_locked()
+            self._close_locked(self.timeout)
 
-    def _close_locked(self) -> None:
+    def _close_locked(self, wait: float | None) -> None:
         if not self._closed:
             self._closed = True
-            self._finalizer()
+            if self._finalizer.detach() is not None:
+                _release(self._requests, self._results, self.context, wait)
 
     def __enter__(self) -> "ExecutionBurstController":
         return self

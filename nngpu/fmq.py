@@ -32,6 +32,11 @@ Elsewhere every transfer signals. Closing sets the shared closed word and signal
 every waiter on either side returns. Non-blocking queues have no eventfds; their blocking calls
 poll with a short sleep.
 
+The counters live in memory the peer can write. Counters that make no sense (the read counter
+past the write counter, or more written than the ring holds) can only come from a broken or
+hostile peer: the side that sees them closes the queue (`corrupt` says why) rather than wait for
+data that is never coherent, which would spin a waiter at full CPU.
+
 A `QueueDescriptor` (fds + sizes) travels to another process over a Unix socket
 (`send_descriptor` / `recv_descriptor`, SCM_RIGHTS) and is opened there with `MessageQueue.attach`.
 
@@ -44,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import json
+import logging
 import mmap
 import os
 import platform
@@ -55,6 +61,8 @@ import time
 from dataclasses import dataclass
 
 from .memory import close_fds, sealed_memfd, shrink_sealed
+
+log = logging.getLogger("nngpu.fmq")
 
 __all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "send_descriptor", "recv_descriptor",
            "DEFAULT_SPIN_US"]
@@ -140,6 +148,7 @@ class MessageQueue:
         self.spin_s = max(float(spin_us), 0.0) / 1e6
         self._lock = threading.Lock()
         self._closed_locally = False
+        self.corrupt: str | None = None  # why the counters were found incoherent, if they were
         if _attach is None:
             if element_size <= 0 or capacity <= 0 or element_size * capacity > (1 << 31):
                 raise QueueError(f"bad queue size {capacity} x {element_size}")
@@ -230,7 +239,7 @@ class MessageQueue:
         w = w_ctr.value
         if _fence:
             _fence()
-        return w - r_ctr.value
+        return max(self._coherent_span(w, r_ctr.value), 0)
 
     def available_to_write(self) -> int:
         w_ctr, r_ctr = self._write_ctr, self._read_ctr
@@ -239,7 +248,31 @@ class MessageQueue:
         r = r_ctr.value
         if _fence:
             _fence()
-        return self.capacity - (w_ctr.value - r)
+        span = self._coherent_span(w_ctr.value, r)
+        return 0 if span < 0 else self.capacity - span
+
+    def _coherent_span(self, w: int, r: int) -> int:
+        """w - r for a snapshot taken without the lock (-1 if the queue is incoherent). Another
+        thread on this end may move our counter between the two loads, so an odd snapshot is
+        only a race until a recheck under the lock, where our own counter holds still, confirms it."""
+        if 0 <= w - r <= self.capacity:
+            return w - r
+        with self._lock:
+            w_ctr, r_ctr = self._write_ctr, self._read_ctr
+            if w_ctr is None or self._incoherent(w_ctr.value, r_ctr.value):
+                return -1
+        return min(max(w - r, 0), self.capacity)
+
+    def _incoherent(self, w: int, r: int) -> bool:
+        """True (and the queue closed for both sides) if the counters w, r make no sense; the
+        caller holds the lock, so this end's own counter is exact."""
+        if 0 <= w - r <= self.capacity:
+            return False
+        if self.corrupt is None:
+            self.corrupt = f"write counter {w}, read counter {r}, capacity {self.capacity}"
+            log.warning("queue closed: its counters make no sense (%s)", self.corrupt)
+        self.shutdown()
+        return True
 
     # ---- non-blocking transfer -------------------------------------------------------------
     def write(self, data: bytes | bytearray | memoryview, wake: bool = True) -> bool:
@@ -252,8 +285,8 @@ class MessageQueue:
         with self._lock:
             if self._closed_locally or self._closed_word.value:
                 return False
-            w = self._write_ctr.value
-            if n > self.capacity - (w - self._read_ctr.value):
+            w, r = self._write_ctr.value, self._read_ctr.value
+            if self._incoherent(w, r) or n > self.capacity - (w - r):
                 return False
             start = (w % self.capacity) * self.element_size
             first = self._ring_bytes - start
@@ -280,12 +313,12 @@ class MessageQueue:
         with self._lock:
             if self._closed_locally:
                 return None
-            r = self._read_ctr.value
-            avail = self._write_ctr.value - r
+            r, w = self._read_ctr.value, self._write_ctr.value
             if _fence:
                 _fence()
+            avail = w - r
             n = avail if count is None else count
-            if n <= 0 or n > avail or avail > self.capacity:
+            if self._incoherent(w, r) or n <= 0 or n > avail:
                 return None
             start = (r % self.capacity) * self.element_size
             size = n * self.element_size

@@ -299,3 +299,41 @@ def test_a_driver_process_cannot_be_killed_by_a_shrunk_queue_region():
     finally:
         proc.kill()
         parent.close()
+
+
+def _poke_counter(q: MessageQueue, offset: int, value: int) -> None:
+    """Overwrite a counter in the shared region, as a hostile peer would (through its own mapping)."""
+    import mmap
+    import struct
+    with mmap.mmap(q.descriptor().memfd, 4096) as mm:
+        struct.pack_into("<Q", mm, offset, value)
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+@pytest.mark.parametrize("offset, value", [(64, 1 << 40), (64, 3), (128, 5)],
+                         ids=["write-far-ahead", "write-behind-read", "read-past-write"])
+def test_incoherent_counters_close_the_queue(blocking, offset, value):
+    """Counters a peer made nonsense of close the queue for both ends with a reason, and no
+    wait spins on them: a waiter returns False at once instead of at its timeout."""
+    writer = MessageQueue(E, 4, blocking=blocking)
+    reader = MessageQueue.attach(writer.descriptor())
+    assert writer.write(elems(1, 4)) and reader.read() == elems(1, 4)  # both counters at 4
+    _poke_counter(writer, offset, value)
+    t0 = time.monotonic()
+    assert not reader.wait_readable(1, timeout=5)
+    assert reader.read() is None and not writer.write(elems(2, 1))
+    assert not writer.write_blocking(elems(2, 1), timeout=5)
+    assert time.monotonic() - t0 < 1
+    assert reader.closed and writer.closed and (reader.corrupt or writer.corrupt)
+    assert reader.available_to_read() == 0 and writer.available_to_write() == 0
+    reader.close()
+    writer.close()
+
+
+def test_a_full_ring_is_coherent():
+    """The bounds are inclusive: a full ring and an empty one are not corruption."""
+    q = MessageQueue(E, 4)
+    assert q.write(elems(1, 4)) and q.available_to_read() == 4 and q.available_to_write() == 0
+    assert not q.write(elems(2, 1)) and not q.closed
+    assert q.read() == elems(1, 4) and q.available_to_write() == 4 and not q.closed
+    q.close()

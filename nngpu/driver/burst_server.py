@@ -201,7 +201,7 @@ class BurstContext(IBurstContext):
             while not self._stop.is_set():
                 if not requests.wait_readable(1, timeout=_IDLE_CHECK_S):
                     if requests.closed or self._results.closed:
-                        break  # the client went away, or close()
+                        break  # the client went away, close(), or a queue it corrupted (fmq)
                     continue
                 with self._serving:
                     raw = requests.read()
@@ -211,6 +211,9 @@ class BurstContext(IBurstContext):
             log.exception("burst worker failed")
             self._send(ErrorStatus.GENERAL_FAILURE, [], _NO_TIMING, wait=False)
         finally:
+            for q, name in ((requests, "request"), (self._results, "result")):
+                if q.corrupt:
+                    log.warning("burst: %s queue corrupted by the client (%s): burst ended", name, q.corrupt)
             with self._serving:
                 self.slots.clear()
                 self._recent.clear()
