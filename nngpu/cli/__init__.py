@@ -1,7 +1,7 @@
 """The `nngpu` command. Each subcommand is a module here with `add_parser(subparsers, common)`:
 run (execute a model: outputs and benchmark-style timing), profile (per-op-type times), cts (the
 conformance corpus), kernels (a model's generated kernels), info (backends and capabilities),
-cache (the kernel cache).
+cache (the kernel cache), serve (a device for other processes, on a Unix socket).
 
 Every failure is one line on stderr and a non-zero exit: CLIError carries the message and the
 code, anything unexpected is reported as an internal error (its traceback only with
@@ -40,13 +40,15 @@ def _common() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cache_command, cts_command, info_command, kernels_command, profile_command, run_command
+    from . import (cache_command, cts_command, info_command, kernels_command, profile_command, run_command,
+                   serve_command)
 
     p = _Parser(prog="nngpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=f"nngpu {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     common = _common()
-    for module in (run_command, profile_command, cts_command, kernels_command, info_command, cache_command):
+    for module in (run_command, profile_command, cts_command, kernels_command, info_command, cache_command,
+                   serve_command):
         module.add_parser(sub, common)
     return p
 

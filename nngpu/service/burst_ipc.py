@@ -12,7 +12,8 @@ descriptors attached as fds. Each side serves the other's calls on worker thread
 is always free for replies.
 
 Messages  client -> service: prepare, configure (FMQ descriptors), freeMemory, closeBurst,
-          execute (executeSynchronously), release;  service -> client: getMemories.
+          execute (executeSynchronously), release, and the IDevice proxy's (nngpu.service.proxy);
+          service -> client: getMemories, prepared, executed.
 The client is nngpu.service.client, the service nngpu.service.server; this module re-exports
 both and is the service process's entry point (`python -m nngpu.service.burst_ipc --fd N` or
 `--listen PATH`). When the connection ends, the service closes that client's bursts and the

@@ -9,14 +9,17 @@ any failure each fd is closed exactly once. Model graphs reuse the compilation c
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields as dataclass_fields
 from enum import IntEnum
 from typing import Any, Callable
 
 from ..driver.cache_codec import CacheFormatError, decode_graph, encode_graph
 from ..fmq import QueueDescriptor, QueueError
-from ..hal.types import (UINT64_MAX, DataLocation, ErrorStatus, ExecutionPreference, ExtensionNameAndPrefix,
-                         MeasureTiming, MemoryPool, Model, Model_1_3, OutputShape, Request, RequestArgument, Timing)
+from ..hal.types import (UINT64_MAX, BufferRole, Capabilities, Capabilities_1_0, Capabilities_1_1, Capabilities_1_2,
+                         DataLocation, DeviceStatus, DeviceType, ErrorStatus, ExecutionPreference, Extension,
+                         ExtensionNameAndPrefix, MeasureTiming, MemoryPool, Model, Model_1_3, NativeHandle,
+                         OperandPerformance, OperandType, OperandTypeInformation, OutputShape, PerformanceInfo,
+                         Priority, Request, RequestArgument, Timing)
 from ..memory import Memory, MemoryError_, close_fds, memory_from_fd
 
 MAX_NAME = 64
@@ -35,6 +38,7 @@ class Received:
         self._fds = list(fds)
         self._next = 0
         self._memories: list[Memory] = []
+        self._kept: list[int] = []
 
     def take(self, n: int) -> list[int]:
         if self._next + n > len(self._fds):
@@ -49,17 +53,27 @@ class Received:
         self._fds[self._next - 1] = -1  # the Memory owns it now
         return m
 
+    def keep(self, n: int) -> list[int]:
+        """The next n fds, now the caller's to close (a returned fence)."""
+        fds = self.take(n)
+        self._fds[self._next - n:self._next] = [-1] * n
+        self._kept.extend(fds)
+        return fds
+
     def finish(self) -> None:
         if self._next != len(self._fds):
             raise WireError(f"{len(self._fds) - self._next} fds that the message does not describe")
 
     def close(self, memories_too: bool = False) -> None:
-        """Close the fds no Memory owns (and, after a failed decode, the Memories made)."""
+        """Close the fds no Memory owns (and, after a failed decode, the Memories made and the
+        fds kept)."""
         close_fds([fd for fd in self._fds if fd >= 0])
         self._fds = []
         if memories_too:
             for m in self._memories:
                 m.close()
+            close_fds(self._kept)
+            self._kept = []
 
 
 @dataclass(frozen=True)
@@ -278,6 +292,95 @@ def _queue_dec(v, rx: Received) -> QueueDescriptor:
 QUEUE = Field(_queue_enc, _queue_dec)
 
 
+# ---- capabilities -------------------------------------------------------------------------------
+def _perf_dec(v, _rx) -> PerformanceInfo:
+    _check(isinstance(v, list) and len(v) == 2 and all(type(x) is float for x in v),
+           "a performance is [execTime, powerUsage], two floats")
+    return PerformanceInfo(*v)
+
+
+PERF = Field(lambda p, _tx: [float(p.execTime), float(p.powerUsage)], _perf_dec)
+_OPERAND_TYPE = enum(OperandType)
+
+
+def _operand_perf_dec(v, rx) -> OperandPerformance:
+    _check(isinstance(v, list) and len(v) == 2, "an operand performance is [type, performance]")
+    return OperandPerformance(_OPERAND_TYPE.decode(v[0], rx), PERF.decode(v[1], rx))
+
+
+OPERAND_PERF = Field(lambda o, tx: [int(o.type), PERF.encode(o.info, tx)], _operand_perf_dec)
+_CAPS_CLASSES = (Capabilities_1_0, Capabilities_1_1, Capabilities_1_2, Capabilities)  # getCapabilities 1.0-1.3
+
+
+def _caps_record(cls) -> Field:
+    names = [f.name for f in dataclass_fields(cls)]
+    fields = {n: array(OPERAND_PERF, 256) if n == "operandPerformance" else PERF for n in names}
+    return record(fields, cls, lambda c: {n: getattr(c, n) for n in names})
+
+
+_CAPS_RECORDS = [_caps_record(cls) for cls in _CAPS_CLASSES]
+
+
+def _caps_enc(c, tx: list[int]) -> list:
+    kind = _CAPS_CLASSES.index(type(c))  # ValueError for anything else: encode() says WireError
+    return [kind, _CAPS_RECORDS[kind].encode(c, tx)]
+
+
+def _caps_dec(v, rx: Received):
+    _check(isinstance(v, list) and len(v) == 2 and v[0] in range(len(_CAPS_CLASSES)), "capabilities are [kind, map]")
+    return _CAPS_RECORDS[v[0]].decode(v[1], rx)
+
+
+CAPABILITIES = Field(_caps_enc, _caps_dec)
+_TYPE_INFO = record({"type": U32, "isTensor": BOOL, "byteSize": U32}, OperandTypeInformation,
+                    lambda t: {"type": t.type, "isTensor": t.isTensor, "byteSize": t.byteSize})
+EXTENSION = record({"name": text(1024), "operandTypes": array(_TYPE_INFO, 1 << 16)}, Extension,
+                   lambda e: {"name": e.name, "operandTypes": e.operandTypes})
+def _role_dec(v, rx) -> BufferRole:
+    _check(isinstance(v, list) and len(v) == 3 and type(v[2]) is float, "a role is [modelIndex, ioIndex, frequency]")
+    return BufferRole(U32.decode(v[0], rx), U32.decode(v[1], rx), v[2])
+
+
+ROLES = array(Field(lambda r, _tx: [int(r.modelIndex), int(r.ioIndex), float(r.frequency)], _role_dec), 1 << 12)
+def _handle_enc(h, tx: list[int]) -> list:
+    if not isinstance(h, NativeHandle) or not all(type(fd) is int and fd >= 0 for fd in h.fds):
+        raise WireError(f"{h!r} is not a handle of open fds")
+    tx.extend(h.fds)
+    return [len(h.fds), [int(i) for i in h.ints]]
+
+
+def _handle_parts(v, rx: Received) -> tuple[int, list[int]]:
+    _check(isinstance(v, list) and len(v) == 2, "a handle is [number of fds, ints]")
+    return integer(0, 4).decode(v[0], rx), array(I32, 64).decode(v[1], rx)
+
+
+def _handle_dec(v, rx: Received) -> NativeHandle:
+    n, ints = _handle_parts(v, rx)
+    return NativeHandle(rx.take(n), ints)  # the fds stay the message's: the driver dups what it keeps
+
+
+HANDLES = array(Field(_handle_enc, _handle_dec), 32)  # a cache's vec<handle> (at most 32 files)
+
+
+def _kept_handle_dec(v, rx: Received) -> NativeHandle:
+    n, ints = _handle_parts(v, rx)
+    return NativeHandle(rx.keep(n), ints)
+
+
+KEPT_HANDLE = Field(_handle_enc, _kept_handle_dec)  # a handle whose fds the receiver keeps (and closes)
+
+
+def _token_dec(v, _rx) -> bytes:
+    _check(isinstance(v, bytes) and len(v) <= 64, "a cache token is at most 64 bytes")
+    return v
+
+
+CACHE_TOKEN = Field(lambda v, _tx: bytes(v), _token_dec)
+_CACHES = {"model_cache": optional(HANDLES), "data_cache": optional(HANDLES), "token": optional(CACHE_TOKEN)}
+HAL_VERSION = integer(10, 13)  # which IDevice / IPreparedModel method: 10 is 1.0, 13 is 1.3
+_TIMED = {"deadline": optional(U64), "loop_timeout": optional(U64)}  # OptionalTimePoint / TimeoutDuration, ns
+
+
 # ---- the messages -------------------------------------------------------------------------------
 CALLS: dict[str, dict[str, Field]] = {
     "prepare": {"model": MODEL, "preference": enum(ExecutionPreference)},
@@ -287,12 +390,45 @@ CALLS: dict[str, dict[str, Field]] = {
     "execute": {"model": ID, "request": REQUEST, "measure": enum(MeasureTiming)},
     "release": {"model": ID},
     "getMemories": {"burst": ID, "slots": array(I32)},  # service -> client
+    # nngpu.connect's IDevice proxy. With a callback id, prepare and executeAsync answer the
+    # launch status at once and notify later with a call back: prepared / executed.
+    "info": {},
+    "capabilities": {"version": HAL_VERSION},
+    "supported": {"model": MODEL, "version": HAL_VERSION},
+    "executeAsync": {"model": ID, "request": REQUEST, "measure": enum(MeasureTiming), "version": HAL_VERSION,
+                     "callback": ID, **_TIMED},
+    "prepared": {"callback": ID, "status": STATUS, "model": optional(ID)},  # service -> client
+    "executed": {"callback": ID, "status": STATUS, "shapes": optional(array(SHAPE)),  # service -> client
+                 "timing": optional(TIMING)},
 }
+CALLS.update({  # IDevice::allocate and IBuffer: a buffer is named by its device token
+    "allocate": {"dimensions": array(U32, 1 << 10), "models": array(ID, 1 << 10), "inputRoles": ROLES,
+                 "outputRoles": ROLES},
+    "copyTo": {"buffer": U32, "memory": MEMORY},
+    "copyFrom": {"buffer": U32, "memory": MEMORY, "dimensions": array(U32, 1 << 10)},
+    "freeBuffer": {"buffer": U32},
+})
+CALLS["prepare"].update(version=optional(HAL_VERSION), priority=optional(enum(Priority)), callback=optional(ID),
+                        deadline=optional(U64), **_CACHES)
+CALLS["executeFenced"] = {"model": ID, "request": REQUEST, "wait_for": HANDLES, "measure": enum(MeasureTiming),
+                          "duration": optional(U64), **_TIMED}
+CALLS["fencedInfo"] = {"fenced": ID}  # IFencedExecutionCallback::getExecutionInfo
+CALLS["releaseFenced"] = {"fenced": ID}
+CALLS["prepareFromCache"] = {"version": integer(12, 13), "callback": ID, "deadline": optional(U64), **_CACHES}
+CALLS["execute"].update(version=optional(HAL_VERSION), **_TIMED)
 _REPLY = {"status": STATUS, "error": optional(text(MAX_ERROR))}
 REPLIES: dict[str, dict[str, Field]] = {op: dict(_REPLY) for op in CALLS}
 REPLIES["prepare"]["model"] = optional(ID)
 REPLIES["execute"].update(shapes=optional(array(SHAPE)), timing=optional(TIMING))
 REPLIES["getMemories"]["memories"] = optional(array(MEMORY))
+REPLIES["info"].update(version_string=optional(text(MAX_ERROR)), type=optional(enum(DeviceType)),
+                       device_status=optional(enum(DeviceStatus)), extensions=optional(array(EXTENSION, 1024)))
+REPLIES["capabilities"]["capabilities"] = optional(CAPABILITIES)
+REPLIES["supported"]["supported"] = optional(array(BOOL))
+REPLIES["allocate"]["token"] = optional(U32)
+REPLIES["executeFenced"].update(fence=optional(KEPT_HANDLE), fenced=optional(ID))
+REPLIES["fencedInfo"].update(info_status=optional(STATUS), launched=optional(TIMING), after_fences=optional(TIMING))
+REPLIES["info"]["cache_files"] = optional(array(U32, 2))  # getNumberOfCacheFilesNeeded
 
 
 def encode(fields: dict[str, Field], values: dict) -> tuple[dict, list[int]]:

@@ -1,6 +1,9 @@
-"""The service side of nngpu.service.burst_ipc: a driver process hosting a Device, serving each
-client connection's calls (prepare, configure, freeMemory, closeBurst, execute, release) and
-reaching back to the client for its burst memories (getMemories).
+"""The service side of nngpu.service.burst_ipc and `nngpu serve`: a driver process hosting a
+Device, serving each client connection's calls (the IDevice, IPreparedModel, IBuffer and
+IFencedExecutionCallback methods that nngpu.service.proxy sends, and the burst's configure,
+freeMemory, closeBurst), reaching back to the client for its burst memories (getMemories) and
+with its callbacks' notifications (nngpu.service.notices). accept_loop serves a listening socket,
+admitting peers by uid (SO_PEERCRED).
 
 When a connection ends the service closes that client's bursts, so no worker waits for a
 client that is gone. The driver is imported only where a call needs it: a client process that
@@ -9,14 +12,18 @@ imports nngpu.service.burst_ipc does not load it.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
-import os
 import socket
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from ..hal.interfaces import IBurstCallback
-from ..hal.types import ErrorStatus, Model, OptionalTimePoint, Priority
+from ..hal.types import ErrorStatus, MemoryPool, Model, OptionalTimeoutDuration, OptionalTimePoint, Priority
+from .listen import ListenError, Listener, admitted, peer_uid
+from .notices import ExecutedNotice, PreparedNotice, SentHandle
 from .wire import CALL_TIMEOUT_S, Connection, IpcError
 
 log = logging.getLogger("nngpu.burst_ipc")
@@ -40,6 +47,12 @@ class _RemoteCallback(IBurstCallback):
         return ErrorStatus.NONE, reply.get("memories", [])
 
 
+_PREPARE = {10: "prepareModel", 11: "prepareModel_1_1", 12: "prepareModel_1_2", 13: "prepareModel_1_3"}
+_SUPPORTED = {10: "getSupportedOperations", 11: "getSupportedOperations_1_1", 12: "getSupportedOperations_1_2",
+              13: "getSupportedOperations_1_3"}
+_CAPABILITIES = {10: "getCapabilities", 11: "getCapabilities_1_1", 12: "getCapabilities_1_2", 13: "getCapabilities_1_3"}
+
+
 class _Session:
     """One client connection to the service: its prepared models and bursts."""
 
@@ -47,15 +60,22 @@ class _Session:
         self.device = device
         self.models: dict[int, Any] = {}
         self.bursts: dict[int, Any] = {}
+        self.buffers: dict[int, Any] = {}  # token -> IBuffer: what keeps a device buffer alive
+        self.fenced: dict[int, Any] = {}  # id -> IFencedExecutionCallback
         self._lock = threading.Lock()
         self._next = 0
+        # A call may arrive before Connection() returns: its handler waits for self.conn.
+        self._ready = threading.Event()
         self.conn = Connection(sock, self.handle, self.close_all)
+        self._ready.set()
 
     def close_all(self) -> None:
         with self._lock:
             bursts = list(self.bursts.values())
             self.bursts.clear()
             self.models.clear()
+            self.buffers.clear()
+            self.fenced.clear()
         for b in bursts:
             close = getattr(b, "close", None)
             if close:
@@ -68,6 +88,7 @@ class _Session:
 
     def handle(self, op: str, args: dict) -> dict:
         """One call, its args decoded by the wire's schema; the wire closes the fds after."""
+        self._ready.wait()
         fn = getattr(self, f"_op_{op}", None)
         if fn is None:
             return {"status": ErrorStatus.INVALID_ARGUMENT, "error": f"{op} is not served here"}
@@ -80,6 +101,8 @@ class _Session:
         from ..driver.callbacks import PreparedModelCallback
 
         model, pref = args["model"], args["preference"]
+        if "callback" in args:
+            return self._prepare_async(args)
         cb = PreparedModelCallback()
         if isinstance(model, Model):
             status = self.device.prepareModel_1_2(model, pref, [], [], bytes(32), cb)
@@ -90,10 +113,133 @@ class _Session:
         status = status if status != ErrorStatus.NONE else cb.status
         if status != ErrorStatus.NONE or cb.prepared_model is None:
             return {"status": status or ErrorStatus.GENERAL_FAILURE}
+        return {"status": ErrorStatus.NONE, "model": self.keep(cb.prepared_model)}
+
+    def keep(self, prepared) -> int:
+        """The id of a newly prepared model, kept until released or the client leaves."""
         mid = self._new_id()
         with self._lock:
-            self.models[mid] = cb.prepared_model
-        return {"status": ErrorStatus.NONE, "model": mid}
+            self.models[mid] = prepared
+        return mid
+
+    def _prepare_async(self, args) -> dict:
+        """prepareModel* of the HAL version asked, the client notified by a `prepared` call back.
+        The cache handles' fds are the message's: the device dups those it keeps."""
+        v, model, cb = args.get("version", 13), args["model"], PreparedNotice(self, args["callback"])
+        caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", bytes(32)))
+        fn = getattr(self.device, _PREPARE[v])
+        if v == 10:
+            status = fn(model, cb)
+        elif v == 11:
+            status = fn(model, args["preference"], cb)
+        elif v == 12:
+            status = fn(model, args["preference"], *caches, cb)
+        else:
+            status = fn(model, args["preference"], args.get("priority", Priority.MEDIUM),
+                        OptionalTimePoint(args.get("deadline")), *caches, cb)
+        return cb.launched(status)
+
+    def _op_prepareFromCache(self, args):
+        cb = PreparedNotice(self, args["callback"])
+        caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", b""))
+        if args["version"] == 12:
+            status = self.device.prepareModelFromCache(*caches, cb)
+        else:
+            status = self.device.prepareModelFromCache_1_3(OptionalTimePoint(args.get("deadline")), *caches, cb)
+        return cb.launched(status)
+
+    def _op_info(self, _args):
+        d = self.device
+        status, extensions = d.getSupportedExtensions()
+        _s, model_files, data_files = d.getNumberOfCacheFilesNeeded()
+        return {"status": status, "version_string": d.getVersionString()[1], "type": d.getType()[1],
+                "device_status": d.getStatus(), "extensions": extensions, "cache_files": [model_files, data_files]}
+
+    def _op_capabilities(self, args):
+        status, caps = getattr(self.device, _CAPABILITIES[args["version"]])()
+        return {"status": status, "capabilities": caps if status == ErrorStatus.NONE else None}
+
+    def _op_supported(self, args):
+        status, supported = getattr(self.device, _SUPPORTED[args["version"]])(args["model"])
+        return {"status": status, "supported": list(supported)}
+
+    def _op_executeAsync(self, args):
+        prepared, v, request = self._model(args), args["version"], self._request(args)
+        cb = ExecutedNotice(self.conn, args["callback"], request)
+        if v in (10, 11):  # IPreparedModel 1.1 added no execute
+            status = prepared.execute(request, cb)
+        elif v == 12:
+            status = prepared.execute_1_2(request, args["measure"], cb)
+        else:
+            status = prepared.execute_1_3(request, args["measure"], OptionalTimePoint(args.get("deadline")),
+                                          OptionalTimeoutDuration(args.get("loop_timeout")), cb)
+        return cb.launched(status)
+
+    def _op_allocate(self, args):
+        from ..hal.types import BufferDesc
+
+        prepared = [self._model({"model": m}) for m in args["models"]]
+        status, buffer, token = self.device.allocate(BufferDesc(args["dimensions"]), prepared, args["inputRoles"],
+                                                     args["outputRoles"])
+        if status != ErrorStatus.NONE or buffer is None:
+            return {"status": status if status != ErrorStatus.NONE else ErrorStatus.GENERAL_FAILURE}
+        with self._lock:
+            self.buffers[token] = buffer
+        return {"status": ErrorStatus.NONE, "token": token}
+
+    def _buffer(self, args):
+        with self._lock:
+            buffer = self.buffers.get(args["buffer"])
+        if buffer is None:
+            raise KeyError(f"unknown buffer {args['buffer']}")
+        return buffer
+
+    def _op_copyTo(self, args):
+        return {"status": self._buffer(args).copyTo(args["memory"])}
+
+    def _op_copyFrom(self, args):
+        return {"status": self._buffer(args).copyFrom(args["memory"], args["dimensions"])}
+
+    def _op_freeBuffer(self, args):
+        with self._lock:
+            self.buffers.pop(args["buffer"], None)
+        return {"status": ErrorStatus.NONE}
+
+    def _op_executeFenced(self, args):
+        status, fence, callback = self._model(args).executeFenced(
+            self._request(args), args["wait_for"], args["measure"], OptionalTimePoint(args.get("deadline")),
+            OptionalTimeoutDuration(args.get("loop_timeout")), OptionalTimeoutDuration(args.get("duration")))
+        reply: dict = {"status": status, "fence": SentHandle(fence.fds, fence.ints) if fence.fds else None}
+        if callback is not None:
+            reply["fenced"] = fid = self._new_id()
+            with self._lock:
+                self.fenced[fid] = callback
+        return reply
+
+    def _op_fencedInfo(self, args):
+        with self._lock:
+            callback = self.fenced.get(args["fenced"])
+        if callback is None:
+            raise KeyError(f"unknown fenced execution {args['fenced']}")
+        status, launched, after_fences = callback.getExecutionInfo()
+        return {"status": ErrorStatus.NONE, "info_status": status, "launched": launched,
+                "after_fences": after_fences}
+
+    def _op_releaseFenced(self, args):
+        with self._lock:
+            self.fenced.pop(args["fenced"], None)
+        return {"status": ErrorStatus.NONE}
+
+    def _request(self, args):
+        """The call's request, if every buffer token in it is this client's: the device's tokens
+        are shared by all clients, and one must not reach another's buffers."""
+        request = args["request"]
+        with self._lock:
+            foreign = [p.token for p in request.pools if isinstance(p, MemoryPool) and p.token is not None
+                       and p.token not in self.buffers]
+        if foreign:
+            raise KeyError(f"unknown buffer tokens {foreign}")
+        return request
 
     def _model(self, args):
         with self._lock:
@@ -132,7 +278,13 @@ class _Session:
         return {"status": ErrorStatus.NONE}
 
     def _op_execute(self, args):
-        status, shapes, timing = self._model(args).executeSynchronously(args["request"], args["measure"])
+        prepared, request = self._model(args), self._request(args)
+        if args.get("version", 12) == 13:
+            status, shapes, timing = prepared.executeSynchronously_1_3(
+                request, args["measure"], OptionalTimePoint(args.get("deadline")),
+                OptionalTimeoutDuration(args.get("loop_timeout")))
+        else:
+            status, shapes, timing = prepared.executeSynchronously(request, args["measure"])
         return {"status": status, "shapes": shapes, "timing": timing}
 
 
@@ -145,6 +297,36 @@ def serve_connection(sock: socket.socket, device=None) -> None:
     session.close_all()
     sock.close()
 
+
+_SHORT = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # out of fds or memory: wait
+
+
+def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozenset()) -> None:
+    """Serve each admitted connection to `server` on its own thread, until `server` is closed.
+    A peer whose uid is not admitted is logged and closed; running out of fds or memory is
+    logged and waited out, never the end of the loop."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError as e:
+            if server.fileno() < 0:
+                return  # closed
+            log.warning("accept: %s%s", e.strerror, "; refusing connections for now" if e.errno in _SHORT else "")
+            if e.errno in _SHORT:
+                time.sleep(0.1)
+            continue
+        try:
+            uid = peer_uid(conn)
+        except OSError as e:  # gone already
+            log.info("accept: no peer credentials: %s", e)
+            conn.close()
+            continue
+        if not admitted(uid, allowed):
+            log.warning("refused a connection from uid %d (admitted: this uid%s)", uid,
+                        "".join(f", {u}" for u in sorted(allowed)))
+            conn.close()
+            continue
+        threading.Thread(target=serve_connection, args=(conn, device), name="nngpu-session", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,19 +345,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.fd is not None:
         serve_connection(socket.socket(fileno=args.fd), device)
         return 0
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    old = os.umask(0o177)  # only this user may connect
     try:
-        server.bind(args.listen)
-    finally:
-        os.umask(old)
-    server.listen(8)
+        listener = Listener(Path(args.listen), strict_dir=False)
+    except ListenError as e:
+        p.exit(1, f"{p.prog}: {e}\n")
     try:
-        while True:
-            conn, _ = server.accept()
-            threading.Thread(target=serve_connection, args=(conn, device), daemon=True).start()
+        accept_loop(listener.sock, device)
     except KeyboardInterrupt:
-        return 0
+        pass
     finally:
-        server.close()
-        os.unlink(args.listen)
+        listener.close()
+    return 0

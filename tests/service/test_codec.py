@@ -9,10 +9,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from nngpu.driver.device import Device
 from nngpu.fmq import MessageQueue, QueueDescriptor
-from nngpu.hal.types import (DataLocation, ErrorStatus, ExecutionPreference, ExtensionNameAndPrefix, MeasureTiming,
-                             MemoryPool, Model_1_3, Operand, OperandExtraParams, OperandLifeTime, OperandType,
-                             OutputShape, Subgraph, SymmPerChannelQuantParams, Timing)
+from nngpu.hal.types import (BufferRole, DataLocation, DeviceStatus, DeviceType, ErrorStatus, ExecutionPreference,
+                             Extension, ExtensionNameAndPrefix, MeasureTiming, MemoryPool, Model_1_3, NativeHandle,
+                             Operand, OperandExtraParams, OperandLifeTime, OperandType, OperandTypeInformation,
+                             OutputShape, Priority, Subgraph, SymmPerChannelQuantParams, Timing)
 from nngpu.memory import Memory, allocate_shared
 from nngpu.service import codec
 from nngpu.service.codec import WireError
@@ -25,11 +27,14 @@ def open_fds() -> int:
 
 
 def norm(v):
-    """A value with Memory and QueueDescriptor replaced by what travels (their fds do not)."""
+    """A value with Memory, QueueDescriptor and NativeHandle replaced by what travels (their fds
+    do not)."""
     if isinstance(v, Memory):
         return ("memory", v.name, v.size, v.offset, bytes(v.map()) if v.size else b"")
     if isinstance(v, QueueDescriptor):
         return ("queue", v.element_size, v.capacity, v.blocking)
+    if isinstance(v, NativeHandle):
+        return ("handle", len(v.fds), v.ints)
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return (type(v).__name__, *(norm(getattr(v, f.name)) for f in dataclasses.fields(v)))
     if isinstance(v, (list, tuple)):
@@ -44,6 +49,9 @@ def through_the_wire(fields, values):
     plain, fds = codec.encode(fields, values)
     got, rx = codec.decode(fields, loads(dumps(plain)), [os.dup(fd) for fd in fds])
     rx.close()
+    if isinstance(got.get("fence"), NativeHandle):  # a returned fence is the receiver's to close
+        for fd in got["fence"].fds:
+            os.close(fd)
     return got
 
 
@@ -68,13 +76,39 @@ def calls_and_replies():
     mem = allocate_shared(8)
     calls = {
         "prepare": [{"model": add_model(), "preference": ExecutionPreference.SUSTAINED_SPEED},
-                    {"model": model_1_3(), "preference": ExecutionPreference.LOW_POWER}],
+                    {"model": model_1_3(), "preference": ExecutionPreference.LOW_POWER, "version": 13,
+                     "priority": Priority.HIGH, "callback": 5, "deadline": 2 ** 64 - 1,
+                     "model_cache": [NativeHandle([mem.fd])], "data_cache": [NativeHandle([mem.fd], [1, -2])],
+                     "token": bytes(32)}],
+        "prepareFromCache": [{"version": 12, "callback": 1, "model_cache": [NativeHandle([mem.fd])],
+                              "data_cache": [NativeHandle([], [3])], "token": b"t"},
+                             {"version": 13, "callback": 2, "deadline": 0}],
         "configure": [{"model": 1, "burst": 2, "request_q": q1.descriptor(), "result_q": q2.descriptor()}],
         "freeMemory": [{"burst": 3, "slot": -1}],
         "closeBurst": [{"burst": 3}],
-        "execute": [{"model": 1, "request": request, "measure": MeasureTiming.YES}],
+        "execute": [{"model": 1, "request": request, "measure": MeasureTiming.YES},
+                    {"model": 1, "request": request, "measure": MeasureTiming.NO, "version": 13, "deadline": 5,
+                     "loop_timeout": 0}],
         "release": [{"model": 9}],
         "getMemories": [{"burst": 1, "slots": [0, 5, 2 ** 31 - 1]}],
+        "info": [{}],
+        "capabilities": [{"version": v} for v in (10, 11, 12, 13)],
+        "supported": [{"model": add_model(), "version": 12}, {"model": model_1_3(), "version": 13}],
+        "executeAsync": [{"model": 2, "request": request, "measure": MeasureTiming.YES, "version": 13,
+                          "callback": 8, "deadline": 1, "loop_timeout": 2}],
+        "prepared": [{"callback": 1, "status": ErrorStatus.NONE, "model": 3},
+                     {"callback": 1, "status": ErrorStatus.MISSED_DEADLINE_TRANSIENT}],
+        "allocate": [{"dimensions": [2, 0], "models": [1, 2], "inputRoles": [BufferRole(0, 1, 0.5)],
+                      "outputRoles": [BufferRole(1, 0, 1.0), BufferRole(0, 0, 0.25)]}],
+        "copyTo": [{"buffer": 3, "memory": mem}],
+        "copyFrom": [{"buffer": 3, "memory": mem, "dimensions": [2]}],
+        "freeBuffer": [{"buffer": 3}],
+        "executeFenced": [{"model": 1, "request": request, "wait_for": [NativeHandle([mem.fd]), NativeHandle()],
+                           "measure": MeasureTiming.YES, "duration": 7, "deadline": 8, "loop_timeout": 9}],
+        "fencedInfo": [{"fenced": 4}],
+        "releaseFenced": [{"fenced": 4}],
+        "executed": [{"callback": 2, "status": ErrorStatus.NONE, "shapes": [OutputShape([1], True)],
+                      "timing": Timing(1, 2)}],
     }
     assert set(calls) == set(codec.CALLS)
     replies = {op: [{"status": ErrorStatus.NONE}, {"status": ErrorStatus.GENERAL_FAILURE, "error": "why"}]
@@ -83,6 +117,18 @@ def calls_and_replies():
     replies["execute"].append({"status": ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, "timing": Timing(3, 2 ** 64 - 1),
                                "shapes": [OutputShape([2, 3], False), OutputShape([], True)]})
     replies["getMemories"].append({"status": ErrorStatus.NONE, "memories": [mem, request.pools[0]]})
+    replies["info"].append({"status": ErrorStatus.NONE, "version_string": "nngpu", "type": DeviceType.GPU,
+                            "device_status": DeviceStatus.BUSY, "extensions": [
+                                Extension("com.example", [OperandTypeInformation(0, True, 4)]), Extension("x")]})
+    device = Device("numpy")
+    replies["capabilities"] += [{"status": ErrorStatus.NONE, "capabilities": get()[1]} for get in (
+        device.getCapabilities, device.getCapabilities_1_1, device.getCapabilities_1_2, device.getCapabilities_1_3)]
+    replies["info"][-1]["cache_files"] = [1, 2]
+    replies["executeFenced"].append({"status": ErrorStatus.NONE, "fence": NativeHandle([mem.fd]), "fenced": 2})
+    replies["fencedInfo"].append({"status": ErrorStatus.NONE, "info_status": ErrorStatus.MISSED_DEADLINE_PERSISTENT,
+                                  "launched": Timing(1, 2), "after_fences": Timing(3, 4)})
+    replies["allocate"].append({"status": ErrorStatus.NONE, "token": 5})
+    replies["supported"].append({"status": ErrorStatus.NONE, "supported": [True, False]})
     return ([(codec.CALLS[op], v) for op, vs in calls.items() for v in vs]
             + [(codec.REPLIES[op], v) for op, vs in replies.items() for v in vs]), (q1, q2)
 
@@ -132,6 +178,9 @@ def test_anything_off_schema_is_refused_and_its_fds_closed():
                     os.fstat(fd)
             continue
         rx.close()
+        if isinstance(got.get("fence"), NativeHandle):
+            for fd in got["fence"].fds:
+                os.close(fd)
         # A wrong value that happens to fit (an optional field, a smaller slot id) is fine, if it decodes as such.
         assert set(got) <= set(fields)
     assert refused > 300

@@ -1,0 +1,74 @@
+"""`nngpu serve`: host a Device for other processes (nngpu.connect) on a Unix socket.
+
+The socket is mode 0600, by default $XDG_RUNTIME_DIR/nngpu/nngpu.sock (else
+/tmp/nngpu-UID/nngpu.sock) in a folder of mode 0700; only peers of this uid are served unless
+--allow-uid admits others. A stale socket file is replaced, a live one refused; SIGTERM and
+SIGINT stop the server and remove its socket file."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .common import open_device
+from .errors import CLIError
+
+log = logging.getLogger("nngpu.cli")
+
+
+def add_parser(sub, common) -> None:
+    s = sub.add_parser("serve", parents=[common], help="host a device for other processes on a Unix socket",
+                       description=__doc__.split("\n\n")[0])
+    s.add_argument("--socket", metavar="PATH", help="the socket to listen on (default: "
+                   "$XDG_RUNTIME_DIR/nngpu/nngpu.sock, else /tmp/nngpu-UID/nngpu.sock)")
+    s.add_argument("--backend", default="auto", help="the device's backend (default: auto)")
+    s.add_argument("--allow-uid", metavar="UID", type=_uid, action="append", default=[],
+                   help="also serve peers of this uid (repeatable; default: only this uid)")
+    s.set_defaults(func=run)
+
+
+def _uid(text: str) -> int:
+    try:
+        uid = int(text)
+    except ValueError:
+        uid = -1
+    if not 0 <= uid < 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"not a uid: {text!r}")
+    return uid
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT: leave the accept loop and clean up."""
+
+
+def _stop(signum, _frame) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def run(args) -> int:
+    from ..service.listen import ListenError, Listener, default_socket_path
+    from ..service.server import accept_loop
+
+    path = Path(args.socket) if args.socket else default_socket_path()
+    device = open_device(args.backend)
+    # Our handlers before the socket exists, so that no signal can leave the file behind.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop)
+    allowed = frozenset(args.allow_uid)
+    listener = None
+    try:
+        listener = Listener(path, strict_dir=args.socket is None)
+        print(f"nngpu serve: {device.backend_name} on {path}"
+              + (f", also for uids {', '.join(map(str, sorted(allowed)))}" if allowed else ""),
+              file=sys.stderr, flush=True)
+        accept_loop(listener.sock, device, allowed)
+    except ListenError as e:
+        raise CLIError(str(e), 1) from e
+    except _Stop as e:
+        log.info("stopping on %s", e)
+    finally:
+        if listener is not None:
+            listener.close()
+    return 0

@@ -1,0 +1,384 @@
+"""nngpu.connect(PATH): an IDevice whose models are prepared and executed by an `nngpu serve`
+process, pools travelling as fds.
+
+Served: getCapabilities*, getSupportedOperations*, getStatus, getVersionString, getType,
+getSupportedExtensions, prepareModel* (callback-based: the launch status at once, the callback
+notified when the service calls back `prepared`), allocate and IBuffer copyTo / copyFrom (a
+buffer is named by its device token, which requests use as in process), and on the prepared
+model executeSynchronously*, execute* (callbacks notified by an `executed` call back) and
+configureExecutionBurst (the burst's FMQs cross as fds), executeFenced (sync fences in and out
+as fds) with its IFencedExecutionCallback; the compilation cache too
+(getNumberOfCacheFilesNeeded, prepareModel*'s cache handles, prepareModelFromCache*), its
+files travelling as fds. That is every method of IDevice and IPreparedModel 1.0-1.3.
+
+Every callback is notified exactly once: by the service's call back after a successful launch,
+here with the launch status after a failed one, and with DEVICE_UNAVAILABLE when the service goes
+away first. Prepared models live in the service until this proxy closes; a buffer or a fenced
+execution's callback until its proxy object is collected or this proxy closes.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import weakref
+from typing import Any
+
+from ..hal.interfaces import IBuffer, IDevice, IFencedExecutionCallback, IPreparedModel
+from ..hal.types import DeviceStatus, ErrorStatus, NativeHandle, Timing
+from .client import BurstService, RemotePreparedModel
+from .codec import WireError
+from .wire import IpcError
+
+log = logging.getLogger("nngpu.service")
+
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
+def _failure(method: str, e: Exception) -> ErrorStatus:
+    """A call that could not be made: a value the schema cannot hold, or a service gone."""
+    log.warning("%s: %s", method, e)
+    return ErrorStatus.INVALID_ARGUMENT if isinstance(e, WireError) else ErrorStatus.DEVICE_UNAVAILABLE
+
+
+def _is_callback(callback: Any) -> bool:
+    return callback is not None and hasattr(callback, "notify")
+
+
+def _notify(callback: Any, method: str, *args) -> None:
+    try:
+        getattr(callback, method)(*args)
+    except Exception:
+        log.exception("a callback raised")
+
+
+def _timed(deadline, loop) -> dict:
+    """An OptionalTimePoint and an OptionalTimeoutDuration as the wire's nanoseconds (None: absent)."""
+    return {"deadline": getattr(deadline, "nanosecondsSinceEpoch", None),
+            "loop_timeout": getattr(loop, "nanoseconds", None)}
+
+
+class _Link(BurstService):
+    """The connection: bursts (BurstService) plus the callbacks waiting for a call back."""
+
+    def __init__(self, sock: socket.socket):
+        self._waiting: dict[int, tuple[str, Any, str]] = {}  # id -> (op, callback, notify method)
+        self._next_callback = 0
+        super().__init__(sock)
+
+    def wait_for(self, op: str, callback: Any, method: str) -> int:
+        with self._lock:
+            self._next_callback += 1
+            self._waiting[self._next_callback] = (op, callback, method)
+            return self._next_callback
+
+    def claim(self, callback_id: int, op: str) -> tuple[Any, str] | None:
+        """The callback waiting under this id for `op`, now no longer waiting; None if none."""
+        with self._lock:
+            entry = self._waiting.get(callback_id)
+            if entry is None or entry[0] != op:
+                return None
+            del self._waiting[callback_id]
+        return entry[1], entry[2]
+
+    def _handle(self, op: str, args: dict) -> dict:
+        if op not in ("prepared", "executed"):
+            return super()._handle(op, args)
+        claimed = self.claim(args["callback"], op)
+        if claimed is None:
+            return {"status": ErrorStatus.INVALID_ARGUMENT, "error": "no such callback"}
+        callback, method = claimed
+        status = args["status"]
+        if op == "prepared":
+            model = args.get("model")
+            _notify(callback, method, status, ProxyPreparedModel(self, model) if model is not None else None)
+        elif method == "notify":
+            _notify(callback, method, status)
+        else:
+            _notify(callback, method, status, args.get("shapes", []), args.get("timing", Timing()))
+        return {"status": ErrorStatus.NONE}
+
+    def _peer_gone(self) -> None:
+        super()._peer_gone()
+        with self._lock:
+            waiting = list(self._waiting.values())
+            self._waiting.clear()
+        for op, callback, method in waiting:
+            if op == "prepared":
+                _notify(callback, method, ErrorStatus.DEVICE_UNAVAILABLE, None)
+            elif method == "notify":
+                _notify(callback, method, ErrorStatus.DEVICE_UNAVAILABLE)
+            else:
+                _notify(callback, method, ErrorStatus.DEVICE_UNAVAILABLE, [], Timing())
+
+    def launch(self, op: str, args: dict, callback: Any, notice: str, method: str, fail: tuple) -> ErrorStatus:
+        """Start `op` with `callback` waiting for the `notice` call back; after a failed launch,
+        notify it here with the launch status (and `fail`, the rest of the notification)."""
+        cid = self.wait_for(notice, callback, method)
+        try:
+            status = self._conn.call(op, {**args, "callback": cid})["status"]
+        except (IpcError, WireError) as e:
+            status = _failure(op, e)
+        if status != ErrorStatus.NONE and self.claim(cid, notice) is not None:
+            _notify(callback, method, status, *fail)
+        return status
+
+
+class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
+    """A model prepared in the service."""
+
+    def _execute(self, version: int, request, measure, deadline, loop, callback, method: str) -> ErrorStatus:
+        if not _is_callback(callback):
+            return ErrorStatus.INVALID_ARGUMENT
+        args = {"model": self.model_id, "request": request, "measure": measure, "version": version,
+                **_timed(deadline, loop)}
+        fail = () if method == "notify" else ([], Timing())
+        return self._service.launch("executeAsync", args, callback, "executed", method, fail)
+
+    def execute(self, request, callback):
+        return self._execute(10, request, 0, None, None, callback, "notify")
+
+    def execute_1_2(self, request, measure, callback):
+        return self._execute(12, request, measure, None, None, callback, "notify_1_2")
+
+    def execute_1_3(self, request, measure, deadline, loopTimeoutDuration, callback):
+        return self._execute(13, request, measure, deadline, loopTimeoutDuration, callback, "notify_1_3")
+
+    def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
+        try:
+            reply = self._service._conn.call("execute", {"model": self.model_id, "request": request,
+                                                         "measure": measure, "version": 13,
+                                                         **_timed(deadline, loopTimeoutDuration)})
+        except (IpcError, WireError) as e:
+            return _failure("executeSynchronously_1_3", e), [], Timing()
+        return reply["status"], reply.get("shapes", []), reply.get("timing", Timing())
+
+    def executeFenced(self, request, waitFor, measure, deadline, loopTimeoutDuration, duration):
+        """The fences' fds travel (the service dups those it waits on); the returned fence is a
+        fd of this process, the caller's to close, as in process."""
+        try:
+            reply = self._service._conn.call("executeFenced", {
+                "model": self.model_id, "request": request, "wait_for": list(waitFor), "measure": measure,
+                "duration": getattr(duration, "nanoseconds", None), **_timed(deadline, loopTimeoutDuration)})
+        except (IpcError, WireError, TypeError) as e:
+            return _failure("executeFenced", e), NativeHandle(), None
+        fenced = reply.get("fenced")
+        return (reply["status"], reply.get("fence", NativeHandle()),
+                RemoteFencedCallback(self._service, fenced) if fenced is not None else None)
+
+
+def _release_later(link: _Link, op: str, args: dict) -> None:
+    """When a proxy object is collected: release what the service keeps for it, on a thread of
+    its own, as collection may happen on the connection's reader thread, which the reply needs."""
+    def release() -> None:
+        try:
+            link._conn.call(op, args, timeout=10.0)
+        except (IpcError, WireError):
+            pass
+    if link.alive:
+        threading.Thread(target=release, name=f"nngpu-{op}", daemon=True).start()
+
+
+class RemoteFencedCallback(IFencedExecutionCallback):
+    """A fenced execution's callback in the service."""
+
+    def __init__(self, link: _Link, fenced_id: int):
+        self._link, self._id = link, fenced_id
+        weakref.finalize(self, _release_later, link, "releaseFenced", {"fenced": fenced_id})
+
+    def getExecutionInfo(self):
+        try:
+            reply = self._link._conn.call("fencedInfo", {"fenced": self._id})
+        except (IpcError, WireError) as e:
+            return _failure("getExecutionInfo", e), Timing(), Timing()
+        if reply["status"] != ErrorStatus.NONE:
+            return reply["status"], Timing(), Timing()
+        return reply["info_status"], reply["launched"], reply["after_fences"]
+
+
+class RemoteBuffer(IBuffer):
+    """A device buffer in the service; the service keeps it while this object lives."""
+
+    def __init__(self, link: _Link, token: int):
+        self._link, self.token = link, token
+        weakref.finalize(self, _release_later, link, "freeBuffer", {"buffer": token})
+
+    def _copy(self, method: str, args: dict) -> ErrorStatus:
+        try:
+            return self._link._conn.call(method, {"buffer": self.token, **args})["status"]
+        except (IpcError, WireError) as e:
+            return _failure(method, e)
+
+    def copyTo(self, dst) -> ErrorStatus:
+        return self._copy("copyTo", {"memory": dst})
+
+    def copyFrom(self, src, dimensions) -> ErrorStatus:
+        return self._copy("copyFrom", {"memory": src, "dimensions": list(dimensions)})
+
+
+def _caches(model_cache, data_cache, token) -> dict:
+    return {"model_cache": list(model_cache or []), "data_cache": list(data_cache or []), "token": token}
+
+
+def _saveable(model_cache, data_cache, token) -> tuple:
+    """The caches to send with a prepare, or none: caching is optional, so handles that cannot
+    travel (not NativeHandles of fds) make the service prepare without them, as in process."""
+    handles = [*(model_cache or []), *(data_cache or [])]
+    if not handles:
+        return (), (), None
+    if all(isinstance(h, NativeHandle) and all(type(fd) is int and fd >= 0 for fd in h.fds) for h in handles):
+        try:
+            return model_cache, data_cache, bytes(token)
+        except TypeError:
+            pass
+    log.info("prepareModel: not saving to the compilation cache: a cache argument that cannot be sent")
+    return (), (), None
+
+
+_NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
+
+
+class RemoteDevice(IDevice):
+    """The IDevice of an `nngpu serve` process (see the module's doc for what is served)."""
+
+    def __init__(self, link: _Link):
+        self._link = link
+
+    def _call(self, method: str, op: str, args: dict) -> tuple[ErrorStatus, dict]:
+        try:
+            reply = self._link._conn.call(op, args)
+        except (IpcError, WireError) as e:
+            return _failure(method, e), {}
+        return reply["status"], reply
+
+    # ---- what the device is --------------------------------------------------------------------
+    def _capabilities(self, version: int):
+        status, reply = self._call("getCapabilities", "capabilities", {"version": version})
+        return status, reply.get("capabilities")
+
+    def getCapabilities(self):
+        return self._capabilities(10)
+
+    def getCapabilities_1_1(self):
+        return self._capabilities(11)
+
+    def getCapabilities_1_2(self):
+        return self._capabilities(12)
+
+    def getCapabilities_1_3(self):
+        return self._capabilities(13)
+
+    def getStatus(self) -> DeviceStatus:
+        status, reply = self._call("getStatus", "info", {})
+        return reply.get("device_status", DeviceStatus.OFFLINE) if status == ErrorStatus.NONE else DeviceStatus.OFFLINE
+
+    def getVersionString(self):
+        status, reply = self._call("getVersionString", "info", {})
+        return status, reply.get("version_string", "")
+
+    def getType(self):
+        status, reply = self._call("getType", "info", {})
+        return status, reply.get("type")
+
+    def getSupportedExtensions(self):
+        status, reply = self._call("getSupportedExtensions", "info", {})
+        return status, reply.get("extensions", [])
+
+    def getNumberOfCacheFilesNeeded(self):
+        status, reply = self._call("getNumberOfCacheFilesNeeded", "info", {})
+        model_files, data_files = reply.get("cache_files", [0, 0])
+        return status, model_files, data_files
+
+    def _supported(self, version: int, model):
+        status, reply = self._call("getSupportedOperations", "supported", {"model": model, "version": version})
+        return status, reply.get("supported", [])
+
+    def getSupportedOperations(self, model):
+        return self._supported(10, model)
+
+    def getSupportedOperations_1_1(self, model):
+        return self._supported(11, model)
+
+    def getSupportedOperations_1_2(self, model):
+        return self._supported(12, model)
+
+    def getSupportedOperations_1_3(self, model):
+        return self._supported(13, model)
+
+    # ---- preparing -----------------------------------------------------------------------------
+    def _prepare(self, version: int, callback, model, preference=1, priority=None, deadline=None,
+                 caches=((), (), None)) -> ErrorStatus:
+        if not _is_callback(callback):
+            return ErrorStatus.INVALID_ARGUMENT
+        args = {"model": model, "preference": preference, "version": version, "priority": priority,
+                "deadline": _timed(deadline, None)["deadline"], **_caches(*caches)}
+        return self._link.launch("prepare", args, callback, "prepared", _NOTIFY[version], (None,))
+
+    def prepareModel(self, model, callback):
+        return self._prepare(10, callback, model)
+
+    def prepareModel_1_1(self, model, preference, callback):
+        return self._prepare(11, callback, model, preference)
+
+    def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
+        return self._prepare(12, callback, model, preference, caches=_saveable(modelCache, dataCache, token))
+
+    def prepareModel_1_3(self, model, preference, priority, deadline, modelCache, dataCache, token, callback):
+        return self._prepare(13, callback, model, preference, priority, deadline,
+                             _saveable(modelCache, dataCache, token))
+
+    def _from_cache(self, version: int, deadline, caches, callback) -> ErrorStatus:
+        if not _is_callback(callback):
+            return ErrorStatus.INVALID_ARGUMENT
+        args = {"version": version, "deadline": _timed(deadline, None)["deadline"], **_caches(*caches)}
+        return self._link.launch("prepareFromCache", args, callback, "prepared", _NOTIFY[version], (None,))
+
+    def prepareModelFromCache(self, modelCache, dataCache, token, callback):
+        return self._from_cache(12, None, (modelCache, dataCache, token), callback)
+
+    def prepareModelFromCache_1_3(self, deadline, modelCache, dataCache, token, callback):
+        return self._from_cache(13, deadline, (modelCache, dataCache, token), callback)
+
+    def allocate(self, desc, preparedModels, inputRoles, outputRoles):
+        models = list(preparedModels or [])
+        if not all(isinstance(m, ProxyPreparedModel) and m._service is self._link for m in models):
+            log.info("allocate: a prepared model not from this device")
+            return ErrorStatus.INVALID_ARGUMENT, None, 0
+        status, reply = self._call("allocate", "allocate", {
+            "dimensions": list(getattr(desc, "dimensions", None) or []), "models": [m.model_id for m in models],
+            "inputRoles": list(inputRoles), "outputRoles": list(outputRoles)})
+        if status != ErrorStatus.NONE or reply.get("token") is None:
+            return status if status != ErrorStatus.NONE else ErrorStatus.GENERAL_FAILURE, None, 0
+        return ErrorStatus.NONE, RemoteBuffer(self._link, reply["token"]), reply["token"]
+
+    # ---- the connection ------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._link.alive
+
+    def close(self) -> None:
+        self._link.close()
+
+    def __enter__(self) -> "RemoteDevice":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def connect(path: str) -> RemoteDevice:
+    """The IDevice served at `path` by `nngpu serve`. OSError if nothing listens there;
+    ConnectionRefusedError if the service does not admit this uid."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        raise
+    link = _Link(sock)
+    try:  # the service closes a peer it does not admit at once: say so here, not at the first call
+        link._conn.call("info", {}, timeout=HANDSHAKE_TIMEOUT_S)
+    except IpcError as e:
+        link.close()
+        raise ConnectionRefusedError(f"{path}: the service closed the connection (is this uid admitted?)") from e
+    return RemoteDevice(link)
