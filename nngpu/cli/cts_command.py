@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .common import open_device, writable_file
 from .errors import CLIError
+
+if TYPE_CHECKING:
+    from ..hal.interfaces import IDevice
 
 CORPUS_HELP = ("the corpus is the NNAPI generated conformance tests in the nngpu format: give its folder as DIR "
                "or in $NNGPU_CTS_DIR; a source checkout has it in tests/data/nnapi-cts (a wheel does not ship it)")
@@ -28,6 +33,8 @@ def add_parser(sub, common) -> None:
     c.add_argument("-k", help="only cases whose name contains one of these comma-separated strings")
     c.add_argument("--version", help="only these corpus folders, e.g. V1_0,V1_1")
     c.add_argument("--json", metavar="FILE", help="write one JSON record per case and path")
+    c.add_argument("--service", action="store_true",
+                   help="run the cases through a spawned `nngpu serve --backend B` (nngpu.connect) on a private socket")
     c.set_defaults(func=run)
 
 
@@ -45,9 +52,26 @@ def _corpus(arg: str | None) -> Path:
     return root
 
 
+@contextmanager
+def _device_source(args) -> Iterator[tuple[IDevice, str, Callable[[], str | None]]]:
+    """(the device, its backend's name, why it can no longer serve or None): this process's
+    Device, or with --service a spawned `nngpu serve`, stopped when the run ends however it ends."""
+    if not args.service:
+        device = open_device(args.backend)
+        yield device, device.backend_name, lambda: None
+        return
+    from ..cts.served import ServiceError, served_device
+
+    try:
+        with served_device(args.backend) as served:
+            yield served.device, served.backend_name, served.gone
+    except ServiceError as e:
+        raise CLIError(str(e), 1) from e
+
+
 def run(args) -> int:
     from .. import progress
-    from ..cts.runner import PATHS, filter_cases, run_case, summarize
+    from ..cts.runner import PATHS, case_records, filter_cases, run_case, summarize
     from ..hal.types import MeasureTiming
     from ..json_models import load_cases
 
@@ -65,20 +89,25 @@ def run(args) -> int:
     if not cases:
         raise CLIError(f"no case in {root} matches" + (f" -k {args.k}" if args.k else "")
                        + (f" --version {args.version}" if args.version else ""))
-    device = open_device(args.backend)
     measure = MeasureTiming.YES if args.timing else MeasureTiming.NO
     records = []
     t0 = time.perf_counter()
-    with progress.bar(len(cases), f"cts {device.backend_name}", "case") as bar:
-        for case in cases:
-            for rec in run_case(device, device.backend_name, case, paths, measure):
-                records.append(rec)
-                if args.verbose or rec.result == "failed":
-                    print(f"{rec.result.upper():7s} {rec.path:6s} {rec.version}/{rec.name}: {rec.detail}", flush=True)
-            bar.update(1)
+    with _device_source(args) as (device, backend, gone):
+        with progress.bar(len(cases), f"cts {backend}" + (" (service)" if args.service else ""), "case") as bar:
+            for case in cases:
+                reason = gone()  # a dead service fails the cases left at once, with why
+                recs = case_records(case, backend, paths, "failed", reason) if reason else \
+                    run_case(device, backend, case, paths, measure)
+                for rec in recs:
+                    records.append(rec)
+                    if args.verbose or rec.result == "failed":
+                        print(f"{rec.result.upper():7s} {rec.path:6s} {rec.version}/{rec.name}: {rec.detail}",
+                              flush=True)
+                bar.update(1)
     from ..ops.registry import REGISTRY
 
-    table, totals = summarize(records, [] if args.k or args.version else [t.name for t in REGISTRY])
+    table, totals = summarize(records, [] if args.k or args.version else [t.name for t in REGISTRY],
+                              placement_known=not args.service)
     skipped = [r for r in records if r.result == "skipped"]
     print(table)
     if skipped:

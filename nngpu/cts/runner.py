@@ -215,10 +215,8 @@ def run_case(device, backend: str, case: TestCase, paths: Iterable[str], measure
 
 
 def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: MeasureTiming) -> list[Record]:
-    ops = sorted({t.name for t in case.operation_types()})
-
     def records(result: str, detail: str) -> list[Record]:
-        return [Record(case.name, case.spec, case.version, p, backend, result, detail, ops) for p in paths]
+        return case_records(case, backend, paths, result, detail)
 
     try:
         flat = not case.needs_1_3()
@@ -250,9 +248,26 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
             log.exception("case %s path %s", case.name, p)
             result, detail = "failed", f"{type(e).__name__}: {e}"
         # where the first path's execution ran its operations
-        placement = prepared.executor.placement() if not out else (0, 0)
-        out.append(Record(case.name, case.spec, case.version, p, backend, result, detail, ops, placement))
+        placement = _placement(prepared) if not out else (0, 0)
+        out.append(Record(case.name, case.spec, case.version, p, backend, result, detail, _operations(case), placement))
     return out
+
+
+def _operations(case: TestCase) -> list[str]:
+    return sorted({t.name for t in case.operation_types()})
+
+
+def case_records(case: TestCase, backend: str, paths: Iterable[str], result: str, detail: str) -> list[Record]:
+    """The same verdict for `case` on every path (one that could not run them one by one)."""
+    ops = _operations(case)
+    return [Record(case.name, case.spec, case.version, p, backend, result, detail, ops) for p in paths]
+
+
+def _placement(prepared) -> tuple[int, int]:
+    """(in device kernels, on the host) of the last execution; (0, 0) for a model prepared in
+    another process (nngpu.connect), whose executor is not here to ask."""
+    executor = getattr(prepared, "executor", None)
+    return executor.placement() if executor is not None else (0, 0)
 
 
 def model_op_name(model, k: int, flat: bool) -> str:
@@ -260,9 +275,11 @@ def model_op_name(model, k: int, flat: bool) -> str:
     return ops[k].type.name
 
 
-def summarize(records: list[Record], operations: Iterable[str] = ()) -> tuple[str, dict[str, int]]:
+def summarize(records: list[Record], operations: Iterable[str] = (),
+              placement_known: bool = True) -> tuple[str, dict[str, int]]:
     """The per-operation table and the totals. `operations` (the device's) get a row even when no
-    case exercised them, marked, so a gap in the corpus is visible."""
+    case exercised them, marked, so a gap in the corpus is visible. `placement_known`: False when
+    the models ran in another process, which keeps where each operation ran to itself."""
     table: dict[str, dict[str, int]] = defaultdict(lambda: {"passed": 0, "failed": 0, "skipped": 0})
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     for r in records:
@@ -279,9 +296,12 @@ def summarize(records: list[Record], operations: Iterable[str] = ()) -> tuple[st
         lines.append(f"{op:<{width}}  {row['passed']:6d}  {row['failed']:6d}  {row['skipped']:7d}{note}")
     covered = sum(1 for row in table.values() if any(row.values()))
     lines.append(f"{len(table)} operations, {covered} with corpus cases")
-    device = sum(r.placement[0] for r in records)
-    host = sum(r.placement[1] for r in records)
-    lines.append(f"operation instances run: {device} in device kernels, {host} on the host reference")
+    if placement_known:
+        device = sum(r.placement[0] for r in records)
+        host = sum(r.placement[1] for r in records)
+        lines.append(f"operation instances run: {device} in device kernels, {host} on the host reference")
+    else:
+        lines.append("operation instances run: not counted (the models ran in the service)")
     return "\n".join(lines), totals
 
 

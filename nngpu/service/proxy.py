@@ -13,17 +13,20 @@ files travelling as fds. That is every method of IDevice and IPreparedModel 1.0-
 
 Every callback is notified exactly once: by the service's call back after a successful launch,
 here with the launch status after a failed one, and with DEVICE_UNAVAILABLE when the service goes
-away first. Prepared models live in the service until this proxy closes; a buffer or a fenced
+away first; a fence it returned that is still pending then is put in error (FENCE_ERROR), so that
+no caller waits on it for ever. Prepared models live in the service until this proxy closes; a buffer or a fenced
 execution's callback until its proxy object is collected or this proxy closes.
 """
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import weakref
 from typing import Any
 
+from ..driver.fenced import FENCE_ERROR, FenceState, fence_kind, fence_state
 from ..hal.interfaces import IBuffer, IDevice, IFencedExecutionCallback, IPreparedModel
 from ..hal.types import DeviceStatus, ErrorStatus, NativeHandle, Timing
 from .client import BurstService, RemotePreparedModel
@@ -64,7 +67,23 @@ class _Link(BurstService):
     def __init__(self, sock: socket.socket):
         self._waiting: dict[int, tuple[str, Any, str]] = {}  # id -> (op, callback, notify method)
         self._next_callback = 0
+        # dups of the service's fences, to put in error if it goes away; no lock, as drop_fence runs
+        # from the collector, at any point of this thread: each is taken out by one atomic pop
+        self._fences: dict[int, bool] = {}
         super().__init__(sock)
+
+    def hold_fence(self, fd: int) -> int | None:
+        """A dup of a fence the service returned (an eventfd, which nothing but the service would
+        signal), kept until drop_fence; None for another kind of fd."""
+        if fence_kind(fd) != "eventfd":
+            return None
+        dup = os.dup(fd)
+        self._fences[dup] = True
+        return dup
+
+    def drop_fence(self, dup: int | None) -> None:
+        if dup is not None and self._fences.pop(dup, False):
+            os.close(dup)
 
     def wait_for(self, op: str, callback: Any, method: str) -> int:
         with self._lock:
@@ -103,6 +122,14 @@ class _Link(BurstService):
         with self._lock:
             waiting = list(self._waiting.values())
             self._waiting.clear()
+        while self._fences:  # a caller waiting on a pending fence of a dead service would wait forever
+            try:
+                dup = self._fences.popitem()[0]
+            except KeyError:  # the collector took the last one
+                break
+            if fence_state(dup, "eventfd") == FenceState.ACTIVE:
+                os.eventfd_write(dup, FENCE_ERROR)
+            os.close(dup)
         for op, callback, method in waiting:
             if op == "prepared":
                 _notify(callback, method, ErrorStatus.DEVICE_UNAVAILABLE, None)
@@ -162,9 +189,11 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
                 "duration": getattr(duration, "nanoseconds", None), **_timed(deadline, loopTimeoutDuration)})
         except (IpcError, WireError, TypeError) as e:
             return _failure("executeFenced", e), NativeHandle(), None
-        fenced = reply.get("fenced")
-        return (reply["status"], reply.get("fence", NativeHandle()),
-                RemoteFencedCallback(self._service, fenced) if fenced is not None else None)
+        fenced, fence = reply.get("fenced"), reply.get("fence", NativeHandle())
+        if fenced is None:
+            return reply["status"], fence, None
+        held = self._service.hold_fence(fence.fds[0]) if fence.fds else None
+        return reply["status"], fence, RemoteFencedCallback(self._service, fenced, held)
 
 
 def _release_later(link: _Link, op: str, args: dict) -> None:
@@ -180,11 +209,13 @@ def _release_later(link: _Link, op: str, args: dict) -> None:
 
 
 class RemoteFencedCallback(IFencedExecutionCallback):
-    """A fenced execution's callback in the service."""
+    """A fenced execution's callback in the service; `fence`: the link's dup of its fence, held
+    while this object lives."""
 
-    def __init__(self, link: _Link, fenced_id: int):
+    def __init__(self, link: _Link, fenced_id: int, fence: int | None = None):
         self._link, self._id = link, fenced_id
         weakref.finalize(self, _release_later, link, "releaseFenced", {"fenced": fenced_id})
+        weakref.finalize(self, link.drop_fence, fence)
 
     def getExecutionInfo(self):
         try:

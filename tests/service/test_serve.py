@@ -14,6 +14,7 @@ import pytest
 import nngpu
 from nngpu.burst import ExecutionBurstController
 from nngpu.driver.callbacks import ExecutionCallback, PreparedModelCallback
+from nngpu.driver.fenced import FenceState, fence_state
 from nngpu.driver.device import Device
 from nngpu.hal.types import (BufferDesc, BufferRole, DataLocation, DeviceStatus, ErrorStatus, ExecutionPreference,
                              MeasureTiming, MemoryPool, Model, NativeHandle, OptionalTimeoutDuration,
@@ -297,3 +298,16 @@ def test_a_service_gone_is_device_unavailable(served):
 def test_connect_where_nothing_listens(short_dir):
     with pytest.raises(FileNotFoundError):
         nngpu.connect(short_dir / "none.sock")
+
+
+def test_a_pending_fence_is_put_in_error_when_the_service_dies(remote, served):
+    _s, cb = _prepare(remote, 13)
+    gate = os.eventfd(0, os.EFD_CLOEXEC)  # never signalled: the execution stays pending
+    status, fence, fenced_cb, _r = _fenced(cb.prepared_model, A, [NativeHandle([gate])])
+    assert status == ErrorStatus.NONE and not _signalled(fence, 0.2)
+    served.stop(signal.SIGKILL)
+    assert _signalled(fence, 10)  # not a wait until the caller's own timeout
+    assert fence_state(fence.fds[0], "eventfd") == FenceState.ERROR
+    assert fenced_cb.getExecutionInfo()[0] == ErrorStatus.DEVICE_UNAVAILABLE
+    for fd in (gate, fence.fds[0]):
+        os.close(fd)
