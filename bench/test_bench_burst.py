@@ -1,6 +1,6 @@
 """Latency of one small execution (ADD of two 1x1000 float32 tensors) on each path and backend
 (numpy, and each device backend here): executeSynchronously, execute_1_2 + callback, a burst in
-process, a burst to another process; and the bare FMQ round trip to another process (a 7-datum
+process, a burst to another process, executeSynchronously and a burst through `nngpu serve`; and the bare FMQ round trip to another process (a 7-datum
 packet echoed back), busy-polled on both sides and sleeping on both sides, which bound what a
 burst's transport can cost. The summary gives, per backend, burst / executeSynchronously in
 process, and what a hot cross-process burst adds over the busy-polled round trip: its latency
@@ -69,6 +69,10 @@ def ratio_table(request):
         if sync and inproc:
             lines.append(f"  {backend:7s} executeSynchronously {sync * 1e6:7.1f}  burst in process {inproc * 1e6:7.1f}"
                          f"  = {inproc / sync:5.2f}x sync")
+        served_sync, served_burst = MEDIANS.get(f"served_sync[{backend}]"), MEDIANS.get(f"served_burst[{backend}]")
+        if served_sync and served_burst and floor:
+            lines.append(f"  {backend:7s} nngpu serve: executeSynchronously {served_sync * 1e6:7.1f}"
+                         f"  burst {served_burst * 1e6:7.1f}  FMQ floor {floor * 1e6:5.1f}")
         if cross and floor and driver is not None:
             lines.append(f"  {backend:7s} burst cross-process {cross * 1e6:7.1f}  FMQ floor {floor * 1e6:5.1f}"
                          f"  driver {driver * 1e6:6.1f}  adds {(cross - floor) * 1e6:6.1f} over the floor,"
@@ -155,6 +159,32 @@ def test_burst_cross_process(benchmark, model, backend, request_):
             driver_us = [burst.compute(req, MeasureTiming.YES)[2].timeInDriver for _ in range(200)]
     _record(benchmark, f"cross_process[{backend}]")
     DRIVER_S[backend] = statistics.median(driver_us) * 1e-6
+
+
+@pytest.fixture(scope="module")
+def served(model, backend):
+    """The model prepared in a spawned `nngpu serve`, through nngpu.connect's proxy."""
+    from nngpu.cts.served import served_device
+
+    with served_device(backend) as service:
+        cb = PreparedModelCallback()
+        assert service.device.prepareModel_1_2(model, ExecutionPreference.FAST_SINGLE_ANSWER, [], [], bytes(32),
+                                               cb) == ErrorStatus.NONE
+        cb.wait(60)
+        yield cb.prepared_model
+
+
+def test_served_execute_synchronously(benchmark, served, backend, request_):
+    req, out = request_
+    _check(benchmark(served.executeSynchronously, req, MeasureTiming.NO), out)
+    _record(benchmark, f"served_sync[{backend}]")
+
+
+def test_served_burst(benchmark, served, backend, request_):
+    req, out = request_
+    with ExecutionBurstController.create(served) as burst:
+        _check(benchmark(burst.compute, req, MeasureTiming.NO), out)
+    _record(benchmark, f"served_burst[{backend}]")
 
 
 # ---- the bare ring ----------------------------------------------------------------------------------
