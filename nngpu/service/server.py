@@ -187,12 +187,21 @@ class _Session:
             self.buffers[token] = buffer
         return {"status": ErrorStatus.NONE, "token": token}
 
-    def _buffer(self, args):
+    def _lookup(self, table: dict, key, what: str):
+        """This client's object `key` of `table`; KeyError (INVALID_ARGUMENT) for another's."""
         with self._lock:
-            buffer = self.buffers.get(args["buffer"])
-        if buffer is None:
-            raise KeyError(f"unknown buffer {args['buffer']}")
-        return buffer
+            found = table.get(key)
+        if found is None:
+            raise KeyError(f"unknown {what} {key}")
+        return found
+
+    def _forget(self, table: dict, key) -> dict:
+        with self._lock:
+            table.pop(key, None)
+        return {"status": ErrorStatus.NONE}
+
+    def _buffer(self, args):
+        return self._lookup(self.buffers, args["buffer"], "buffer")
 
     def _op_copyTo(self, args):
         return {"status": self._buffer(args).copyTo(args["memory"])}
@@ -201,9 +210,7 @@ class _Session:
         return {"status": self._buffer(args).copyFrom(args["memory"], args["dimensions"])}
 
     def _op_freeBuffer(self, args):
-        with self._lock:
-            self.buffers.pop(args["buffer"], None)
-        return {"status": ErrorStatus.NONE}
+        return self._forget(self.buffers, args["buffer"])
 
     def _op_executeFenced(self, args):
         status, fence, callback = self._model(args).executeFenced(
@@ -217,18 +224,13 @@ class _Session:
         return reply
 
     def _op_fencedInfo(self, args):
-        with self._lock:
-            callback = self.fenced.get(args["fenced"])
-        if callback is None:
-            raise KeyError(f"unknown fenced execution {args['fenced']}")
+        callback = self._lookup(self.fenced, args["fenced"], "fenced execution")
         status, launched, after_fences = callback.getExecutionInfo()
         return {"status": ErrorStatus.NONE, "info_status": status, "launched": launched,
                 "after_fences": after_fences}
 
     def _op_releaseFenced(self, args):
-        with self._lock:
-            self.fenced.pop(args["fenced"], None)
-        return {"status": ErrorStatus.NONE}
+        return self._forget(self.fenced, args["fenced"])
 
     def _request(self, args):
         """The call's request, if every buffer token in it is this client's: the device's tokens
@@ -242,16 +244,10 @@ class _Session:
         return request
 
     def _model(self, args):
-        with self._lock:
-            prepared = self.models.get(args["model"])
-        if prepared is None:
-            raise KeyError(f"unknown model {args['model']}")
-        return prepared
+        return self._lookup(self.models, args["model"], "model")
 
     def _op_release(self, args):
-        with self._lock:
-            self.models.pop(args["model"], None)
-        return {"status": ErrorStatus.NONE}
+        return self._forget(self.models, args["model"])
 
     def _op_configure(self, args):
         prepared = self._model(args)
