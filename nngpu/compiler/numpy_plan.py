@@ -30,7 +30,7 @@ import numpy as np
 from .. import profiling
 from ..backends.base import DeviceValue
 from ..hal.types import ErrorStatus, Operand
-from ..ops.dtypes import dtype_of, is_tensor
+from ..ops.dtypes import dtype_of, is_tensor, nbytes
 from ..ops.node import DataDependent, NeedsValue
 from ..hal.types import OperationType as Op
 from ..ops.registry import Kernel, OpError
@@ -74,7 +74,7 @@ class Bound:
 
     def unshared_nbytes(self) -> int:
         """The size a buffer set would have with a buffer per bound output (what sharing saves)."""
-        return sum(_nbytes(s, d) for st in self.steps if st.kernel for s, d in zip(st.shapes, st.dtypes))
+        return sum(nbytes(s, d) for st in self.steps if st.kernel for s, d in zip(st.shapes, st.dtypes))
 
     def take_buffers(self) -> "Buffers":
         try:
@@ -84,7 +84,7 @@ class Bound:
             shift = -raw.ctypes.data % ALIGN
             arena = raw[shift: shift + self.nbytes]
             return Buffers(arena, [[None if at is None else
-                                    arena[at: at + _nbytes(s, d)].view(d).reshape(s)
+                                    arena[at: at + nbytes(s, d)].view(d).reshape(s)
                                     for at, s, d in zip(offsets, st.shapes, st.dtypes)]
                                    for st, offsets in zip(self.steps, self.layout)])
 
@@ -95,10 +95,6 @@ class Buffers:
 
     arena: np.ndarray
     outs: list[list[np.ndarray | None]]
-
-
-def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
 
 
 def layout(steps: list[Step], graph_outputs: Sequence[int]) -> tuple[Layout, int]:
@@ -133,7 +129,7 @@ def layout(steps: list[Step], graph_outputs: Sequence[int]) -> tuple[Layout, int
                 into, first[o], last[o] = o, s, s
             root[o] = into
             last[into] = max(last[into], last_read.get(o, s))
-    slot_of, sizes = first_fit(first, last, lambda t: -(-max(_nbytes(*meta[t]), 1) // ALIGN) * ALIGN,
+    slot_of, sizes = first_fit(first, last, lambda t: -(-max(nbytes(*meta[t]), 1) // ALIGN) * ALIGN,
                                lambda t: False)
     starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
     offsets = [tuple(starts[slot_of[root[o]]] if o in root else None for o in st.outputs)

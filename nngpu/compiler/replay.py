@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..ops.dtypes import dtype_of
+from ..ops.dtypes import dtype_of, nbytes
 from .capture import Run
 
 if TYPE_CHECKING:
@@ -44,10 +44,9 @@ class Replay:
         known only once a host step has run)."""
         key = []
         for t in self.run.uploads:
-            shape = self.seg.spec.known.shapes.get(t)
-            if shape is None:
+            if self.seg.spec.known.shapes.get(t) is None:
                 return None
-            key.append((t, "host", _nbytes(tuple(shape), np.dtype(dtype_of(self.seg.plan.graph.operands[t].type)))))
+            key.append((t, "host", nbytes(*self._type(t))))
         return tuple(key)
 
     def _key(self, state: "_State") -> tuple[tuple, list[tuple[int, np.ndarray]]]:
@@ -76,8 +75,8 @@ class Replay:
         if self.run.downloads:
             self.seg.plan.backend.synchronize()
             for t in self.run.downloads:
-                shape, dtype = self._download_type(t)
-                n = _nbytes(shape, dtype)
+                shape, dtype = self._type(t)
+                n = nbytes(shape, dtype)
                 state.host[t] = self._buffer(t, n)[:n].view(dtype).reshape(shape).copy()
         return True
 
@@ -113,7 +112,7 @@ class Replay:
                     n = source[2]
                     calls.append(functools.partial(backend.stage_in, step[2], self._buffer(step[1], n), n))
             else:
-                n = _nbytes(*self._download_type(step[1]))
+                n = nbytes(*self._type(step[1]))
                 calls.append(functools.partial(backend.stage_out, self._buffer(step[1], n), step[2], n))
         return calls
 
@@ -123,9 +122,6 @@ class Replay:
             staging = self._staging[t, nbytes] = self.seg.plan.backend.pinned(nbytes)
         return staging
 
-    def _download_type(self, t: int) -> tuple[tuple[int, ...], np.dtype]:
+    def _type(self, t: int) -> tuple[tuple[int, ...], np.dtype]:
+        """Tensor t's shape, as the plan knows it, and dtype."""
         return tuple(self.seg.spec.known.shapes[t]), np.dtype(dtype_of(self.seg.plan.graph.operands[t].type))
-
-
-def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

@@ -1,6 +1,8 @@
 """How each operand type is stored: numpy dtype and element size."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..hal.types import OperandType as T
@@ -34,6 +36,11 @@ QUANT_TENSORS = frozenset({
 
 def dtype_of(operand_type: int) -> np.dtype:
     return DTYPES[operand_type]
+
+
+def nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """The bytes of a dense array (math.prod, not np.prod: this is on executions' hot paths)."""
+    return math.prod(shape) * dtype.itemsize
 
 
 def is_tensor(operand_type: int) -> bool:
