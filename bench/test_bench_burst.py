@@ -9,7 +9,7 @@ dequeue to enqueue), which leaves the client's encoding and decoding and the tra
 
 Run explicitly: `pytest bench` (the default `pytest` run collects tests/ only).
 
-Spin defaults (nngpu.burst.CLIENT_SPIN_US = 500, nngpu.driver.burst_server.SERVER_SPIN_US =
+Spin defaults (nngpu.burst.CLIENT_SPIN_US = 500, nngpu.burst.SERVER_SPIN_US =
 200), measured here on 2 vCPUs shared with other work: a wake-up from poll() costs ~40 µs when
 the two processes sit on different CPUs, so a client that sleeps at once (spin 0) took ~110 µs
 a burst, one that spins ~69 µs; with both processes on one CPU every setting costs ~90 µs, so
@@ -28,12 +28,10 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.burst import CLIENT_SPIN_US, ExecutionBurstController
-from nngpu.burst_serialization import DATUM_SIZE
-from nngpu.driver.burst_server import SERVER_SPIN_US
+from nngpu.burst import CLIENT_SPIN_US, DATUM_SIZE, SERVER_SPIN_US, ExecutionBurstController, MessageQueue, \
+    send_descriptor
 from nngpu.driver.callbacks import ExecutionCallback, PreparedModelCallback
 from nngpu.driver.device import Device
-from nngpu.fmq import MessageQueue, send_descriptor
 from nngpu.hal.types import (
     DataLocation,
     ErrorStatus,
@@ -190,7 +188,7 @@ def test_served_burst(benchmark, served, backend, request_):
 # ---- the bare ring ----------------------------------------------------------------------------------
 _ECHO = textwrap.dedent("""
     import socket, sys
-    from nngpu.fmq import MessageQueue, recv_descriptor
+    from nngpu.burst.fmq import MessageQueue, recv_descriptor
     sock = socket.socket(fileno=int(sys.argv[1]))
     spin = float(sys.argv[2])
     (d_in, _), (d_out, _) = recv_descriptor(sock), recv_descriptor(sock)

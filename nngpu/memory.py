@@ -29,7 +29,7 @@ clients do not seal their memfds; refusing them would turn working clients away.
 small: an execution copies its inputs out of a pool anyway (pread is that one copy) and writes
 its outputs with one copy either way; what an unmapped pool loses is only the zero-copy burst
 registration (bench/test_bench_pools.py: the same time for a 12 kB pool, about 1.2x for 3 MB).
-FMQ regions are the exception: a queue lives in its mapping, so nngpu.fmq
+FMQ regions are the exception: a queue lives in its mapping, so nngpu.burst.fmq
 refuses to attach an unsealed one.
 """
 from __future__ import annotations

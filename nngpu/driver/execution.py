@@ -71,7 +71,7 @@ class PoolView:
         self.buffer = None
         self.memory = None
         # A burst slot's backend registration of the whole memory (uint8): its regions are read
-        # and written device-side, with no host copy (nngpu.driver.burst_server).
+        # and written device-side, with no host copy (nngpu.driver.burst_executor).
         self.registered: DeviceValue | None = None
         if isinstance(pool, MemoryPool):
             if pool.token is not None:

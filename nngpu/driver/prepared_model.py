@@ -81,7 +81,7 @@ class PreparedModel(IPreparedModel):
 
     def configureExecutionBurst(self, callback, requestChannel, resultChannel):
         try:
-            from .burst_server import configure_burst
+            from .burst_executor import configure_burst
         except ImportError:
             return ErrorStatus.GENERAL_FAILURE, None
         return configure_burst(self, callback, requestChannel, resultChannel)

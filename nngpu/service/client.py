@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 
-from ..fmq import MessageQueue
+from ..burst.fmq import MessageQueue
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus, OutputShape, Request, Timing
 from .codec import WireError

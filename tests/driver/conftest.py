@@ -7,16 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from nngpu.burst import BurstCallback
-from nngpu.burst_serialization import (
-    DATUM_SIZE,
-    deserialize_result,
-    request_to_bytes,
-    result_from_bytes,
-)
-from nngpu.driver.burst_server import configure_burst
+from nngpu.burst import DATUM_SIZE, BurstCallback, MessageQueue
+from nngpu.driver.burst_executor import configure_burst
 from nngpu.driver.callbacks import PreparedModelCallback
-from nngpu.fmq import MessageQueue
 from nngpu.hal.types import (
     DataLocation,
     ErrorStatus,
@@ -31,6 +24,8 @@ from nngpu.hal.types import (
     RequestArgument,
 )
 from nngpu.memory import allocate_shared
+
+from ..burst.datum_codec import deserialize_result, request_to_bytes, result_from_bytes
 
 SHAPE = [2, 3]
 A = np.arange(6, dtype=np.float32).reshape(SHAPE)

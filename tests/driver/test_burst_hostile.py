@@ -13,12 +13,12 @@ import time
 import pytest
 
 from nngpu.burst import BurstError, ExecutionBurstController
-from nngpu.fmq import HEADER_SIZE
+from nngpu.burst.fmq import HEADER_SIZE
 from nngpu.hal.types import ErrorStatus
 from nngpu.service.burst_ipc import BurstService
 
 MARGIN_S = 1.0  # scheduling slack on a loaded machine, on top of the timeout asked for
-_COUNTER_AT = {"write": 64, "read": 128}  # nngpu.fmq's layout
+_COUNTER_AT = {"write": 64, "read": 128}  # nngpu.burst.fmq's layout
 
 
 def cpu_seconds(pid: int) -> float:

@@ -7,9 +7,7 @@ import copy
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from nngpu.burst import ExecutionBurstController
-from nngpu.burst_serialization import DATUM_SIZE, deserialize_result, request_to_bytes, result_from_bytes, \
-    serialize_request
+from nngpu.burst import DATUM_SIZE, ExecutionBurstController
 from nngpu.hal.types import (
     UINT64_MAX,
     DataLocation,
@@ -21,6 +19,8 @@ from nngpu.hal.types import (
     MeasureTiming,
     Timing,
 )
+
+from ..burst.datum_codec import deserialize_result, request_to_bytes, result_from_bytes, serialize_request
 
 INT32_MAX = 2**31 - 1
 _BAD_INFO = FmqRequestOperandInformation(False, DataLocation(), 10)

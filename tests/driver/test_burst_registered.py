@@ -11,7 +11,7 @@ from nngpu import backends
 from nngpu.backends import device_backends
 from nngpu.backends.base import DeviceValue
 from nngpu.burst import ExecutionBurstController
-from nngpu.driver import burst_server
+from nngpu.driver import burst_executor
 from nngpu.driver.device import Device
 from nngpu.hal.types import DataLocation, ErrorStatus, MeasureTiming, OutputShape, Request, RequestArgument
 from nngpu.memory import allocate_shared
@@ -142,14 +142,14 @@ def test_reference_executor_registers_nothing(add_prepared, kit):
     r = kit.add_request()
     with ExecutionBurstController.create(add_prepared) as burst:
         assert burst.compute(r.request)[0] == ErrorStatus.NONE
-        assert len(burst.context.slots) == 2
-        assert all(burst.context.slots.registration(s) is None for s in range(2))
+        assert len(burst.context.executor) == 2
+        assert all(burst.context.executor.registration(s) is None for s in range(2))
 
 
 def test_a_repeated_packet_is_checked_once(add_prepared, kit, monkeypatch):
     checks = []
-    real = burst_server.check
-    monkeypatch.setattr(burst_server, "check", lambda *a, **k: checks.append(1) or real(*a, **k))
+    real = burst_executor.check
+    monkeypatch.setattr(burst_executor, "check", lambda *a, **k: checks.append(1) or real(*a, **k))
     r = kit.add_request()
     with ExecutionBurstController.create(add_prepared) as burst:
         for k in range(3):

@@ -10,12 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from nngpu.burst import BurstCallback, ExecutionBurstController
-from nngpu.burst_serialization import DATUM_SIZE
-from nngpu.driver.burst_server import configure_burst
+from nngpu.burst import DATUM_SIZE, BurstCallback, ExecutionBurstController, MessageQueue
+from nngpu.driver.burst_executor import configure_burst
 from nngpu.driver.callbacks import ExecutionCallback, PreparedModelCallback
 from nngpu.driver.device import Device
-from nngpu.fmq import MessageQueue
 from nngpu.hal import (
     BufferDesc,
     BufferRole,
@@ -30,7 +28,7 @@ from nngpu.hal import (
 from nngpu.memory import allocate_shared, memory_from_fd
 from nngpu.service.burst_ipc import BurstService
 
-from ..test_fmq import unsealed_copy
+from ..burst.test_fmq import unsealed_copy
 from .conftest import A, B, add_model, add_request, prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nngpu.driver.device import Device
-from nngpu.fmq import MessageQueue, QueueDescriptor
+from nngpu.burst.fmq import MessageQueue, QueueDescriptor
 from nngpu.hal.types import (BufferRole, DataLocation, DeviceStatus, DeviceType, ErrorStatus, ExecutionPreference,
                              Extension, ExtensionNameAndPrefix, MeasureTiming, MemoryPool, Model_1_3, NativeHandle,
                              Operand, OperandExtraParams, OperandLifeTime, OperandType, OperandTypeInformation,

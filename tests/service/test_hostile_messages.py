@@ -125,7 +125,7 @@ def test_unknown_ops_fields_and_values_get_invalid_argument(raw):
     raw.send(dumps({"op": "release", "id": 5, "args": {"model": 1}, "extra": 0}), [pool.fd])
     assert status(raw.reply_to(5)) == ErrorStatus.INVALID_ARGUMENT  # an envelope off the schema
     # A well-formed call for a model that does not exist: INVALID_ARGUMENT, its queue fds closed.
-    from nngpu.fmq import MessageQueue
+    from nngpu.burst.fmq import MessageQueue
 
     q = MessageQueue(8, 4)
     plain, fds = codec.encode(codec.CALLS["configure"], {"model": 5, "burst": 1, "request_q": q.descriptor(),
@@ -166,7 +166,7 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def test_fuzzed_messages_leave_the_service_serving_with_its_fds(raw):
-    from nngpu.fmq import MessageQueue
+    from nngpu.burst.fmq import MessageQueue
 
     rng = random.Random(1234)
     pool, q = allocate_shared(64), MessageQueue(8, 4)

@@ -1,5 +1,5 @@
 """Burst packets: Request + MeasureTiming <-> bytes and (ErrorStatus, OutputShapes, Timing) <->
-bytes (1.2/types.hal), and the same packets as the spec's FmqRequestDatum / FmqResultDatum lists.
+bytes (1.2/types.hal): the burst's one wire codec.
 
 Datum order (the spec's): a request packet is packetInformation, then per input its
 operand information followed by one datum per dimension value, the same for outputs, one
@@ -29,15 +29,13 @@ Decoding checks the packet against itself: the first datum is packetInformation,
 packetSize is the packet's length, every count is matched by exactly that many datums of the
 expected kind, booleans are 0 or 1, enums are known values. Anything else raises PacketError.
 
-One codec: encode_request / decode_request / encode_result / decode_result turn a whole packet
-into a flat tuple of u32 words (6 a datum) and back with one struct call and no per-datum
-objects. They are the burst's hot path and the only code that knows the datum order and checks
-a packet. The datum-list functions are views over it: *_to_bytes and *_from_bytes convert each
-datum to its 6 words and back (any datum list, well-formed or not, as the VTS mutation tests
-send), serialize_* reads the encoder's packet back as datums, and deserialize_* decodes the
-bytes of a datum list. An encoder given a value struct cannot pack (a float, a negative or an
-oversized int) converts every value with int() and checks its range, naming one that does not
-fit in the PacketError, and packs again.
+encode_request / decode_request / encode_result / decode_result turn a whole packet into a flat
+tuple of u32 words (6 a datum) and back with one struct call and no per-datum objects. They are
+the burst's hot path and the only code that knows the datum order and checks a packet (the tests
+hold the spec's per-datum view, FmqRequestDatum / FmqResultDatum lists, as their oracle). An
+encoder given a value struct cannot pack (a float, a negative or an oversized int) converts every
+value with int() and checks its range, naming one that does not fit in the PacketError, and packs
+again.
 """
 from __future__ import annotations
 
@@ -45,17 +43,11 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .hal.types import (
+from ..hal.types import (
     DataLocation,
     ErrorStatus,
-    FmqRequestDatum,
     FmqRequestDatumKind as RK,
-    FmqRequestOperandInformation,
-    FmqRequestPacketInformation,
-    FmqResultDatum,
     FmqResultDatumKind as SK,
-    FmqResultOperandInformation,
-    FmqResultPacketInformation,
     MeasureTiming,
     OutputShape,
     Request,
@@ -64,10 +56,8 @@ from .hal.types import (
     UINT64_MAX,
 )
 
-__all__ = ["DATUM_SIZE", "PacketError", "BurstRequest", "serialize_request", "deserialize_request",
-           "serialize_result", "deserialize_result", "request_to_bytes", "request_from_bytes",
-           "result_to_bytes", "result_from_bytes", "encode_request", "decode_request", "encode_result",
-           "decode_result"]
+__all__ = ["DATUM_SIZE", "PacketError", "BurstRequest", "ComputeResult", "encode_request", "decode_request",
+           "encode_result", "decode_result"]
 
 DATUM_SIZE = 24
 _WORDS = DATUM_SIZE // 4
@@ -77,6 +67,9 @@ _MEASURES = {int(m): m for m in MeasureTiming}
 _STATUS_OF = {int(s): s for s in ErrorStatus}
 _RQ_INFO, _RQ_IN, _RQ_IN_DIM, _RQ_OUT, _RQ_OUT_DIM, _RQ_POOL, _RQ_MEASURE = (int(k) for k in RK)
 _RS_INFO, _RS_OPERAND, _RS_DIM, _RS_TIMING = (int(k) for k in SK)
+
+
+ComputeResult = tuple[ErrorStatus, list[OutputShape], Timing]  # what a burst execution returns
 
 
 class PacketError(ValueError):
@@ -137,21 +130,12 @@ def _packer(n: int) -> struct.Struct:
     return s
 
 
-def _pack(w: list[int]) -> bytes:
-    return _packer(len(w) // _WORDS).pack(*w)
-
-
 def _words(raw) -> tuple[int, tuple[int, ...]]:
     """(number of datums, their words); PacketError unless raw is a whole number of datums."""
     n, rest = divmod(len(raw), DATUM_SIZE)
     if rest or n == 0:
         raise PacketError(f"{len(raw)} bytes is not a whole number of datums")
     return n, _packer(n).unpack(raw)
-
-
-def _rows(raw) -> list[tuple[int, ...]]:
-    _, w = _words(raw)
-    return [w[i:i + _WORDS] for i in range(0, len(w), _WORDS)]
 
 
 class _Operand(NamedTuple):
@@ -290,7 +274,7 @@ def encode_result(status: ErrorStatus, shapes: list[OutputShape], timing: Timing
                               _u64(timing.timeOnDevice, "timeOnDevice"), _u64(timing.timeInDriver, "timeInDriver"))
 
 
-def decode_result(raw) -> tuple[ErrorStatus, list[OutputShape], Timing]:
+def decode_result(raw) -> ComputeResult:
     """The (status, output shapes, timing) a result packet describes; PacketError when it is ill-formed."""
     n, w = _words(raw)
     if w[0] != _RS_INFO:
@@ -305,103 +289,3 @@ def decode_result(raw) -> tuple[ErrorStatus, list[OutputShape], Timing]:
     if pos != last or w[last] != _RS_TIMING:
         raise PacketError("a result packet ends with exactly one executionTiming")
     return status, shapes, Timing(w[last + 2] | w[last + 3] << 32, w[last + 4] | w[last + 5] << 32)
-
-
-# ---- the same packets as datum lists --------------------------------------------------------------
-def _request_row(d: FmqRequestDatum) -> tuple[int, ...]:
-    k, v = RK(d.kind), d.value
-    if k == RK.packetInformation:
-        return (k, _u32(v.packetSize, "packetSize"), _u32(v.numberOfInputOperands, "inputs"),
-                _u32(v.numberOfOutputOperands, "outputs"), _u32(v.numberOfPools, "pools"), 0)
-    if k in (RK.inputOperandInformation, RK.outputOperandInformation):
-        loc = v.location
-        return (k, 1 if v.hasNoValue else 0, _u32(loc.poolIndex, "poolIndex"), _u32(loc.offset, "offset"),
-                _u32(loc.length, "length"), _u32(v.numberOfDimensions, "numberOfDimensions"))
-    if k in (RK.inputOperandDimensionValue, RK.outputOperandDimensionValue):
-        return (k, _u32(v, "dimension"), 0, 0, 0, 0)
-    return (k, _i32(v, k.name), 0, 0, 0, 0)  # poolIdentifier, measureTiming: int32
-
-
-def _request_datum(w: tuple[int, ...]) -> FmqRequestDatum:
-    k = w[0]
-    if k == _RQ_INFO:
-        return FmqRequestDatum(RK(k), FmqRequestPacketInformation(w[1], w[2], w[3], w[4]))
-    if k == _RQ_IN or k == _RQ_OUT:
-        if w[1] & 0xFF > 1:
-            raise PacketError("hasNoValue is not a boolean")
-        return FmqRequestDatum(RK(k), FmqRequestOperandInformation(bool(w[1] & 0xFF), DataLocation(w[2], w[3], w[4]),
-                                                                   w[5]))
-    if k == _RQ_IN_DIM or k == _RQ_OUT_DIM:
-        return FmqRequestDatum(RK(k), w[1])
-    if k == _RQ_POOL or k == _RQ_MEASURE:
-        return FmqRequestDatum(RK(k), _signed(w[1]))
-    raise PacketError(f"unknown datum kind {k}")
-
-
-def request_to_bytes(data: list[FmqRequestDatum]) -> bytes:
-    """Encode request datums in the fixed layout, whatever their order; PacketError for a
-    value that does not fit its field."""
-    return _pack([x for d in data for x in _request_row(d)])
-
-
-def request_from_bytes(raw) -> list[FmqRequestDatum]:
-    """Decode request datums; PacketError on a partial datum, unknown kind or bad boolean."""
-    return [_request_datum(w) for w in _rows(raw)]
-
-
-def serialize_request(request: Request, measure: MeasureTiming, slots: list[int]) -> list[FmqRequestDatum]:
-    """The spec's datum list for `request`, its pools named by `slots`."""
-    return request_from_bytes(encode_request(request, measure, slots))
-
-
-def deserialize_request(data: list[FmqRequestDatum]) -> BurstRequest:
-    """The request a datum list describes; PacketError when it is ill-formed."""
-    return decode_request(request_to_bytes(data))
-
-
-def _result_row(d: FmqResultDatum) -> tuple[int, ...]:
-    k, v = SK(d.kind), d.value
-    if k == SK.packetInformation:
-        return (k, 0, _u32(v.packetSize, "packetSize"), _i32(v.errorStatus, "errorStatus"),
-                _u32(v.numberOfOperands, "numberOfOperands"), 0)
-    if k == SK.operandInformation:
-        return (k, 0, 1 if v.isSufficient else 0, _u32(v.numberOfDimensions, "numberOfDimensions"), 0, 0)
-    if k == SK.operandDimensionValue:
-        return (k, 0, _u32(v, "dimension"), 0, 0, 0)
-    dev, drv = _u64(v.timeOnDevice, "timeOnDevice"), _u64(v.timeInDriver, "timeInDriver")
-    return (k, 0, dev & _U32_MAX, dev >> 32, drv & _U32_MAX, drv >> 32)
-
-
-def _result_datum(w: tuple[int, ...]) -> FmqResultDatum:
-    k = w[0]
-    if k == _RS_INFO:
-        return FmqResultDatum(SK(k), FmqResultPacketInformation(w[2], _signed(w[3]), w[4]))
-    if k == _RS_OPERAND:
-        if w[2] & 0xFF > 1:
-            raise PacketError("isSufficient is not a boolean")
-        return FmqResultDatum(SK(k), FmqResultOperandInformation(bool(w[2] & 0xFF), w[3]))
-    if k == _RS_DIM:
-        return FmqResultDatum(SK(k), w[2])
-    if k == _RS_TIMING:
-        return FmqResultDatum(SK(k), Timing(w[2] | w[3] << 32, w[4] | w[5] << 32))
-    raise PacketError(f"unknown datum kind {k}")
-
-
-def result_to_bytes(data: list[FmqResultDatum]) -> bytes:
-    """Encode result datums in the fixed layout, whatever their order."""
-    return _pack([x for d in data for x in _result_row(d)])
-
-
-def result_from_bytes(raw) -> list[FmqResultDatum]:
-    """Decode result datums; PacketError on a partial datum, unknown kind or bad boolean."""
-    return [_result_datum(w) for w in _rows(raw)]
-
-
-def serialize_result(status: ErrorStatus, shapes: list[OutputShape], timing: Timing) -> list[FmqResultDatum]:
-    """The spec's datum list for an execution's result."""
-    return result_from_bytes(encode_result(status, shapes, timing))
-
-
-def deserialize_result(data: list[FmqResultDatum]) -> tuple[ErrorStatus, list[OutputShape], Timing]:
-    """The (status, output shapes, timing) a datum list describes; PacketError when it is ill-formed."""
-    return decode_result(result_to_bytes(data))

@@ -60,9 +60,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .memory import close_fds, sealed_memfd, shrink_sealed
+from ..memory import close_fds, sealed_memfd, shrink_sealed
 
-log = logging.getLogger("nngpu.fmq")
+log = logging.getLogger("nngpu.burst.fmq")
 
 __all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "send_descriptor", "recv_descriptor",
            "DEFAULT_SPIN_US"]
@@ -152,7 +152,7 @@ class MessageQueue:
         if _attach is None:
             if element_size <= 0 or capacity <= 0 or element_size * capacity > (1 << 31):
                 raise QueueError(f"bad queue size {capacity} x {element_size}")
-            memfd = sealed_memfd("nngpu-fmq", HEADER_SIZE + element_size * capacity)
+            memfd = sealed_memfd("nngpu-burst-fmq", HEADER_SIZE + element_size * capacity)
             fds = [memfd]
             if blocking:
                 fds += [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(2)]

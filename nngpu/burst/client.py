@@ -9,10 +9,9 @@ Slots are keyed by object identity and hold the Memory weakly: once a Memory is 
 slot is released to the driver with IBurstContext.freeMemory before the next compute (or at
 once with forget()). Slot numbers are never reused within a burst, so a driver can never
 confuse a freed memory with a new one. `prepared` may be in this process or a proxy for a
-driver in another process (nngpu.service.burst_ipc); the controller only uses the HAL API, plus
-one optional fast path: a context with serve_inline (nngpu's own driver, in this process) runs
-the packet just written on the calling thread, as the GIL makes a hand-off to its worker cost two
-thread wake-ups (nngpu.driver.burst_server explains). The packet still crosses both FMQs.
+driver in another process (nngpu.service.burst_ipc); the controller only uses the HAL API, and
+hands its packets over through the transport its context calls for (nngpu.burst.transport: nngpu's
+own driver in this process answers each one on the calling thread).
 
 Waiting for a result of a driver in another process busy-polls for `spin_us` (default
 CLIENT_SPIN_US, env NNGPU_BURST_CLIENT_SPIN_US) before sleeping: long enough to cover a small
@@ -35,13 +34,14 @@ import time
 import weakref
 from typing import Any
 
-from .burst_serialization import DATUM_SIZE, PacketError, decode_result, encode_request
+from ..hal.interfaces import IBurstCallback, IBurstContext
+from ..hal.types import ErrorStatus, MeasureTiming, MemoryPool, Request, Timing
+from ..memory import Memory
+from .codec import DATUM_SIZE, ComputeResult, PacketError, decode_result, encode_request
 from .fmq import MessageQueue
-from .hal.interfaces import IBurstCallback, IBurstContext
-from .hal.types import ErrorStatus, MeasureTiming, MemoryPool, OutputShape, Request, Timing
-from .memory import Memory
+from .transport import transport_for
 
-__all__ = ["ExecutionBurstController", "BurstCallback", "BurstError", "DEFAULT_CHANNEL_LENGTH"]
+__all__ = ["ExecutionBurstController", "BurstCallback", "BurstError", "DEFAULT_CHANNEL_LENGTH", "CLIENT_SPIN_US"]
 
 log = logging.getLogger("nngpu.burst")
 
@@ -50,8 +50,6 @@ DEFAULT_CHANNEL_LENGTH = 1024  # elements per FMQ (the VTS uses this length)
 # on 2 shared cores, see bench/test_bench_burst.py.
 CLIENT_SPIN_US = float(os.environ.get("NNGPU_BURST_CLIENT_SPIN_US", "500"))
 _MEASURES = {int(m): m for m in MeasureTiming}
-
-ComputeResult = tuple[ErrorStatus, list[OutputShape], Timing]
 
 
 class BurstError(Exception):
@@ -221,10 +219,7 @@ class ExecutionBurstController:
         # a dropped controller's finalizer never waits on the driver when a timeout was asked for
         self._finalizer = weakref.finalize(self, _release, requests, results, context,
                                            None if timeout is None else 0.0)
-        inline = getattr(context, "serve_inline", None)
-        self._inline = inline if callable(inline) and getattr(context, "in_process", False) else None
-        if self._inline is not None:
-            results.spin_s = 0.0  # the worker needs the GIL this thread would spin with
+        self._transport = transport_for(context, requests, results)
 
     @classmethod
     def create(cls, prepared_model, *, request_length: int = DEFAULT_CHANNEL_LENGTH,
@@ -275,11 +270,7 @@ class ExecutionBurstController:
                 return ErrorStatus.INVALID_ARGUMENT, [], Timing()
             if len(packet) > self._request_capacity:
                 return self._fallback(request, m, deadline)
-            inline = self._inline
-            if inline is not None and self._requests.write(packet, wake=False):
-                if not inline():  # its worker is busy: it reads the packet next, once woken
-                    self._requests.wake_reader()
-            elif not self._requests.write_blocking(packet, timeout=_left(deadline)):
+            if not self._transport.send(packet, _left(deadline)):
                 return self._broken("the request could not be sent")
             raw = self._results.read_blocking(None, timeout=_left(deadline))
             if raw is None:

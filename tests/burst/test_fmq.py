@@ -1,4 +1,4 @@
-"""nngpu.fmq: ring semantics, atomic packets, blocking wake-ups, timeouts, close, and a queue
+"""nngpu.burst.fmq: ring semantics, atomic packets, blocking wake-ups, timeouts, close, and a queue
 shared with another process through a descriptor sent over a Unix socket."""
 import os
 import socket
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-import nngpu.fmq as nngpu_fmq
-from nngpu.fmq import MessageQueue, QueueDescriptor, QueueError, recv_descriptor, send_descriptor
+import nngpu.burst.fmq as fmq_module
+from nngpu.burst.fmq import MessageQueue, QueueDescriptor, QueueError, recv_descriptor, send_descriptor
 
 E = 8  # element size used by most tests
 
@@ -98,9 +98,9 @@ def test_shutdown_wakes_a_blocked_writer():
 
 
 def test_a_silent_write_needs_wake_reader_to_wake_a_sleeper(monkeypatch):
-    import nngpu.fmq
+    import nngpu.burst.fmq
 
-    monkeypatch.setattr(nngpu.fmq, "_SLEEP_SLICE_S", 30.0)  # no periodic recheck during the test
+    monkeypatch.setattr(nngpu.burst.fmq, "_SLEEP_SLICE_S", 30.0)  # no periodic recheck during the test
     q = MessageQueue(E, 4, spin_us=0)
     got = []
     reader = threading.Thread(target=lambda: got.append(q.read_blocking(timeout=10)))
@@ -123,9 +123,9 @@ def _signalled(fd: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(nngpu_fmq._SIGNAL_ALWAYS, reason="every transfer signals on this CPU")
+@pytest.mark.skipif(fmq_module._SIGNAL_ALWAYS, reason="every transfer signals on this CPU")
 def test_only_sleepers_are_signalled(monkeypatch):
-    monkeypatch.setattr(nngpu_fmq, "_SLEEP_SLICE_S", 30.0)  # woken by the signal, not by a recheck
+    monkeypatch.setattr(fmq_module, "_SLEEP_SLICE_S", 30.0)  # woken by the signal, not by a recheck
     q = MessageQueue(E, 2, spin_us=0)
     d = q.descriptor()
     assert q.write(elems(1, 1)) and q.read() == elems(1, 1)
@@ -186,7 +186,7 @@ def test_attach_checks_the_descriptor():
 
 _CHILD = textwrap.dedent("""
     import socket, sys
-    from nngpu.fmq import MessageQueue, recv_descriptor
+    from nngpu.burst.fmq import MessageQueue, recv_descriptor
     sock = socket.socket(fileno=int(sys.argv[1]))
     d_in, _ = recv_descriptor(sock)
     d_out, _ = recv_descriptor(sock)
@@ -260,7 +260,7 @@ def test_queue_regions_are_sealed_and_unsealed_ones_are_refused():
 
 _DRIVER = textwrap.dedent("""
     import socket, sys
-    from nngpu.fmq import MessageQueue, QueueError, recv_descriptor
+    from nngpu.burst.fmq import MessageQueue, QueueError, recv_descriptor
     sock = socket.socket(fileno=int(sys.argv[1]))
     for _ in range(2):  # the hostile region first, then a queue nngpu made
         desc, _ = recv_descriptor(sock)

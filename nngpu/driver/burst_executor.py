@@ -1,0 +1,119 @@
+"""The driver's burst executor (nngpu.burst.executor's protocol) for one prepared model; the
+generic nngpu.burst.server feeds it the packets.
+
+Its cache maps slots to memories. On a device plan it also registers each memory's mapping with
+the backend (page-locked on CUDA, CL_MEM_USE_HOST_PTR on OpenCL), so an execution copies its
+inputs and outputs between that registration and the plan's buffers on the device, with no host
+copy; removing the slot releases it. A repeated packet is checked against the model once: the
+remembered check is reused.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import Backend, DeviceValue
+from ..burst.codec import BurstRequest, ComputeResult
+from ..burst.server import RECENT_PACKETS, start_server
+from ..hal.interfaces import IBurstCallback, IBurstContext
+from ..hal.types import ErrorStatus
+from .execution import Checked, Result, check
+
+__all__ = ["DriverBurstExecutor", "configure_burst"]
+
+log = logging.getLogger("nngpu.burst")
+
+
+class DriverBurstExecutor:
+    """A BurstExecutorWithCache running packets on `prepared` through driver.execution."""
+
+    def __init__(self, prepared):
+        self._prepared = prepared
+        # a device plan's backend registers the slots (the reference reads pools on the host)
+        self._backend: Backend | None = getattr(prepared.executor, "backend", None)
+        self._memories: dict[int, Any] = {}
+        self._registered: dict[int, DeviceValue] = {}
+        # id(request) -> (the request, its check): a burst mostly repeats a few packets, which
+        # the server hands as the same BurstRequest; the entry holds it so its id stays unique
+        self._recent: dict[int, tuple[BurstRequest, Checked | Result]] = {}
+
+    # ---- the cache ------------------------------------------------------------------------------
+    def is_cache_entry_present(self, slot: int) -> bool:
+        return slot in self._memories
+
+    def add_cache_entry(self, memory: Any, slot: int) -> None:
+        self._memories[slot] = memory
+        registered = self._register(memory)
+        if registered is not None:
+            self._registered[slot] = registered
+
+    def remove_cache_entry(self, slot: int) -> None:
+        self._memories.pop(slot, None)
+        self._recent.clear()  # do not keep the memory alive in a remembered request
+        self._release([self._registered.pop(slot, None)])
+
+    def remove_all_cache_entries(self) -> None:
+        self._memories.clear()
+        self._recent.clear()
+        registered = list(self._registered.values())
+        self._registered.clear()
+        self._release(registered)
+
+    def registration(self, slot: int) -> DeviceValue | None:
+        """The slot's memory as one uint8 value in backend memory, if it is registered."""
+        return self._registered.get(slot)
+
+    def __len__(self) -> int:
+        return len(self._memories)
+
+    def _register(self, memory: Any) -> DeviceValue | None:
+        if self._backend is None or not getattr(memory, "mapped", False):  # unsealed: never mapped (nngpu.memory)
+            return None
+        try:
+            handle = self._backend.register_host(np.frombuffer(memory.map(), np.uint8))
+        except Exception as e:  # e.g. a mapping the device cannot pin: that slot goes through the host
+            log.info("burst: cannot register %r with %s: %s", memory, self._backend.name, e)
+            return None
+        return None if handle is None else DeviceValue(handle, (memory.size,), np.dtype(np.uint8), self._backend)
+
+    def _release(self, registered: list[DeviceValue | None]) -> None:
+        for value in registered:
+            if value is not None:
+                try:
+                    self._backend.release_host(value.buf)
+                except Exception:  # the memory is gone either way
+                    log.exception("burst: releasing a registered memory")
+
+    # ---- execution --------------------------------------------------------------------------------
+    def _checked(self, request: BurstRequest) -> Checked | Result:
+        """The request, its pools resolved (and registered) and checked against the model: a
+        Checked to run, or the failed check's Result."""
+        hit = self._recent.get(id(request))
+        if hit is not None:
+            return hit[1]
+        prepared = self._prepared
+        resolved = request.with_pools([self._memories[s] for s in request.slots])
+        checked = check(prepared.executor, resolved, request.measure, prepared.resolve_token)
+        if isinstance(checked, Checked):  # a burst's pools are all memories, one per slot
+            for pool, slot in zip(checked.pools, request.slots):
+                pool.registered = self._registered.get(slot)
+        if len(self._recent) >= RECENT_PACKETS:
+            self._recent.clear()  # stale entries hold memories the client may have freed
+        self._recent[id(request)] = (request, checked)
+        return checked
+
+    def execute(self, request: BurstRequest) -> ComputeResult:
+        checked = self._checked(request)
+        result = checked  # a failed check fails every repeat alike
+        if isinstance(checked, Checked):  # a 1.2 burst request has no deadline to miss
+            pending = checked.again().read()
+            result = pending if isinstance(pending, Result) else pending.finish()
+        return result.status, result.output_shapes, result.timing
+
+
+def configure_burst(prepared, callback: IBurstCallback, requestChannel: Any,
+                    resultChannel: Any) -> tuple[ErrorStatus, IBurstContext | None]:
+    """IPreparedModel::configureExecutionBurst: the generic burst server over a DriverBurstExecutor of `prepared`."""
+    return start_server(DriverBurstExecutor(prepared), callback, requestChannel, resultChannel)
