@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+from ..service.server import MAX_CLIENTS
 from .common import open_device
 from .errors import CLIError
 
@@ -26,7 +27,19 @@ def add_parser(sub, common) -> None:
     s.add_argument("--backend", default="auto", help="the device's backend (default: auto)")
     s.add_argument("--allow-uid", metavar="UID", type=_uid, action="append", default=[],
                    help="also serve peers of this uid (repeatable; default: only this uid)")
+    s.add_argument("--max-clients", metavar="N", type=_count, default=MAX_CLIENTS,
+                   help="serve at most N connections at once; more are refused and logged (default: %(default)s)")
     s.set_defaults(func=run)
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 4096:
+        raise argparse.ArgumentTypeError(f"not a count from 1 to 4096: {text!r}")
+    return n
 
 
 def _uid(text: str) -> int:
@@ -63,7 +76,7 @@ def run(args) -> int:
         print(f"nngpu serve: {device.backend_name} on {path}"
               + (f", also for uids {', '.join(map(str, sorted(allowed)))}" if allowed else ""),
               file=sys.stderr, flush=True)
-        accept_loop(listener.sock, device, allowed)
+        accept_loop(listener.sock, device, allowed, args.max_clients)
     except ListenError as e:
         raise CLIError(str(e), 1) from e
     except _Stop as e:

@@ -56,6 +56,7 @@ class PriorityPool:
         self._cap, self._per_key, self._idle_s, self._name = workers, per_key or workers, idle_s, name
         self._threads = self._idle = self._full = 0
         self._names = itertools.count(1)
+        self._closing = False
 
     def submit(self, job: Callable[[], None], priority: int = Priority.MEDIUM, key: Hashable = None) -> None:
         with self._ready:
@@ -74,6 +75,13 @@ class PriorityPool:
                 else:
                     self._report_full()
             self._ready.notify()
+
+    def close(self) -> None:
+        """Let idle threads exit now, not after idle_s: the pool's owner is gone (jobs already
+        submitted still run; a thread that finds none left exits)."""
+        with self._ready:
+            self._closing = True
+            self._ready.notify_all()
 
     def waiting(self) -> int:
         with self._ready:
@@ -110,7 +118,7 @@ class PriorityPool:
         with self._ready:
             picked = self._pick()
             while picked is None:
-                woke = self._ready.wait(self._idle_s)
+                woke = not self._closing and self._ready.wait(self._idle_s)
                 picked = self._pick()
                 if picked is None and not woke:
                     self._idle -= 1

@@ -66,15 +66,31 @@ class Notice:
 
 
 class PreparedNotice(Notice, IPreparedModelCallback):
-    """The client's prepare callback: the model is kept in the session, its id sent back."""
+    """The client's prepare callback: the model is kept in the session, its id sent back. The
+    session counts the prepare as under way from here until it is notified or its launch fails."""
 
     def __init__(self, session, callback_id: int):
         super().__init__(session.conn, "prepared", callback_id)
         self._session = session
+        self._counted = True
+        session.preparing(+1)
+
+    def _uncount(self) -> None:
+        with self._lock:
+            counted, self._counted = self._counted, False
+        if counted:
+            self._session.preparing(-1)
 
     def notify(self, status, preparedModel) -> None:
         ok = status == ErrorStatus.NONE and preparedModel is not None
-        self._deliver({"status": status, "model": self._session.keep(preparedModel) if ok else None})
+        model = self._session.keep(preparedModel) if ok else None
+        self._uncount()
+        self._deliver({"status": status, "model": model})
+
+    def launched(self, status: ErrorStatus) -> dict:
+        if status != ErrorStatus.NONE:
+            self._uncount()
+        return super().launched(status)
 
     notify_1_2 = notify
     notify_1_3 = notify

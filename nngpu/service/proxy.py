@@ -14,8 +14,10 @@ files travelling as fds. That is every method of IDevice and IPreparedModel 1.0-
 Every callback is notified exactly once: by the service's call back after a successful launch,
 here with the launch status after a failed one, and with DEVICE_UNAVAILABLE when the service goes
 away first; a fence it returned that is still pending then is put in error (FENCE_ERROR), so that
-no caller waits on it for ever. Prepared models live in the service until this proxy closes; a buffer or a fenced
-execution's callback until its proxy object is collected or this proxy closes.
+no caller waits on it for ever. A prepared model, a buffer or a fenced execution's callback lives in the service until its
+proxy object is collected or this proxy closes. A synchronous execution with a deadline waits
+for its reply until the deadline and DEADLINE_GRACE_S more, then is DEVICE_UNAVAILABLE (a
+stopped service); other calls wait the wire's CALL_TIMEOUT_S.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -31,11 +34,12 @@ from ..hal.interfaces import IBuffer, IDevice, IFencedExecutionCallback, IPrepar
 from ..hal.types import DeviceStatus, ErrorStatus, NativeHandle, Timing
 from .client import BurstService, RemotePreparedModel
 from .codec import WireError
-from .wire import IpcError
+from .wire import CALL_TIMEOUT_S, IpcError
 
 log = logging.getLogger("nngpu.service")
 
 HANDSHAKE_TIMEOUT_S = 10.0
+DEADLINE_GRACE_S = 2.0
 
 
 def _failure(method: str, e: Exception) -> ErrorStatus:
@@ -53,6 +57,15 @@ def _notify(callback: Any, method: str, *args) -> None:
         getattr(callback, method)(*args)
     except Exception:
         log.exception("a callback raised")
+
+
+def _wait_s(deadline) -> float:
+    """How long to wait for the reply to a call with this deadline: until it, and DEADLINE_GRACE_S
+    for the answer to arrive, after which the service is taken for stopped or gone."""
+    ns = getattr(deadline, "nanosecondsSinceEpoch", None)
+    if type(ns) is not int or not 0 <= ns < 2**64 - 1:
+        return CALL_TIMEOUT_S
+    return max(0.0, (ns - time.monotonic_ns()) / 1e9) + DEADLINE_GRACE_S
 
 
 def _timed(deadline, loop) -> dict:
@@ -152,7 +165,12 @@ class _Link(BurstService):
 
 
 class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
-    """A model prepared in the service."""
+    """A model prepared in the service, which keeps it while this object lives (as a HIDL
+    reference would)."""
+
+    def __init__(self, link: "_Link", model_id: int):
+        super().__init__(link, model_id)
+        weakref.finalize(self, _release_later, link, "release", {"model": model_id})
 
     def _execute(self, version: int, request, measure, deadline, loop, callback, method: str) -> ErrorStatus:
         if not _is_callback(callback):
@@ -175,7 +193,8 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
         try:
             reply = self._service._conn.call("execute", {"model": self.model_id, "request": request,
                                                          "measure": measure, "version": 13,
-                                                         **_timed(deadline, loopTimeoutDuration)})
+                                                         **_timed(deadline, loopTimeoutDuration)},
+                                             timeout=_wait_s(deadline))
         except (IpcError, WireError) as e:
             return _failure("executeSynchronously_1_3", e), [], Timing()
         return reply["status"], reply.get("shapes", []), reply.get("timing", Timing())
@@ -186,7 +205,8 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
         try:
             reply = self._service._conn.call("executeFenced", {
                 "model": self.model_id, "request": request, "wait_for": list(waitFor), "measure": measure,
-                "duration": getattr(duration, "nanoseconds", None), **_timed(deadline, loopTimeoutDuration)})
+                "duration": getattr(duration, "nanoseconds", None), **_timed(deadline, loopTimeoutDuration)},
+                timeout=_wait_s(deadline))
         except (IpcError, WireError, TypeError) as e:
             return _failure("executeFenced", e), NativeHandle(), None
         fenced, fence = reply.get("fenced"), reply.get("fence", NativeHandle())
@@ -410,6 +430,8 @@ def connect(path: str) -> RemoteDevice:
     try:  # the service closes a peer it does not admit at once: say so here, not at the first call
         link._conn.call("info", {}, timeout=HANDSHAKE_TIMEOUT_S)
     except IpcError as e:
+        link._conn.closed.wait(HANDSHAKE_TIMEOUT_S)  # the reader reads the service's `bye` first
         link.close()
-        raise ConnectionRefusedError(f"{path}: the service closed the connection (is this uid admitted?)") from e
+        why = link._conn.refusal or "the service closed the connection (is this uid admitted?)"
+        raise ConnectionRefusedError(f"{path}: {why}") from e
     return RemoteDevice(link)

@@ -5,6 +5,11 @@ freeMemory, closeBurst), reaching back to the client for its burst memories (get
 with its callbacks' notifications (nngpu.service.notices). accept_loop serves a listening socket,
 admitting peers by uid (SO_PEERCRED).
 
+Bounds. A client has at most MAX_OBJECTS prepared models (counting prepares under way), buffers,
+bursts and fenced executions at once; one more is GENERAL_FAILURE. accept_loop serves at most
+`max_clients` connections (each costs the wire's reader thread while idle, and its workers
+while busy); one more is told why in a `bye` message, closed, and logged.
+
 When a connection ends the service closes that client's bursts, so no worker waits for a
 client that is gone. The driver is imported only where a call needs it: a client process that
 imports nngpu.service.burst_ipc does not load it.
@@ -24,9 +29,19 @@ from ..hal.interfaces import IBurstCallback
 from ..hal.types import ErrorStatus, MemoryPool, Model, OptionalTimeoutDuration, OptionalTimePoint, Priority
 from .listen import ListenError, Listener, admitted, peer_uid
 from .notices import ExecutedNotice, PreparedNotice, SentHandle
-from .wire import CALL_TIMEOUT_S, Connection, IpcError
+from .wire import CALL_TIMEOUT_S, Connection, IpcError, dumps
 
 log = logging.getLogger("nngpu.burst_ipc")
+
+MAX_OBJECTS = 1024  # of each kind, per client
+MAX_CLIENTS = 64
+# How long a burst's worker waits for the client to answer getMemories: a client that never
+# answers holds up only its own burst, and only this long.
+GET_MEMORIES_TIMEOUT_S = 10.0
+
+
+class _Full(Exception):
+    """The client holds MAX_OBJECTS of a kind already."""
 
 
 class _RemoteCallback(IBurstCallback):
@@ -38,7 +53,8 @@ class _RemoteCallback(IBurstCallback):
 
     def getMemories(self, slots):
         try:
-            reply = self._conn.call("getMemories", {"burst": self._burst, "slots": [int(s) for s in slots]})
+            reply = self._conn.call("getMemories", {"burst": self._burst, "slots": [int(s) for s in slots]},
+                                    timeout=GET_MEMORIES_TIMEOUT_S)
         except (IpcError, ValueError) as e:
             log.info("getMemories: %s", e)
             return ErrorStatus.GENERAL_FAILURE, []
@@ -56,18 +72,25 @@ _CAPABILITIES = {10: "getCapabilities", 11: "getCapabilities_1_1", 12: "getCapab
 class _Session:
     """One client connection to the service: its prepared models and bursts."""
 
-    def __init__(self, device, sock: socket.socket):
+    def __init__(self, device, sock: socket.socket, on_end=None):
         self.device = device
+        self._on_end = on_end
         self.models: dict[int, Any] = {}
         self.bursts: dict[int, Any] = {}
         self.buffers: dict[int, Any] = {}  # token -> IBuffer: what keeps a device buffer alive
         self.fenced: dict[int, Any] = {}  # id -> IFencedExecutionCallback
         self._lock = threading.Lock()
         self._next = 0
+        self._preparing = 0  # prepares launched and not yet notified
         # A call may arrive before Connection() returns: its handler waits for self.conn.
         self._ready = threading.Event()
-        self.conn = Connection(sock, self.handle, self.close_all)
+        self.conn = Connection(sock, self.handle, self._ended)
         self._ready.set()
+
+    def _ended(self) -> None:
+        self.close_all()
+        if self._on_end is not None:
+            self._on_end()
 
     def close_all(self) -> None:
         with self._lock:
@@ -96,6 +119,14 @@ class _Session:
             return fn(args)
         except KeyError as e:
             return {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)}
+        except _Full as e:
+            return {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
+
+    def _room(self, table: dict, what: str, more: int = 0) -> None:
+        """_Full if this client may not have one more `what` (`more`: those on their way)."""
+        with self._lock:
+            if len(table) + more >= MAX_OBJECTS:
+                raise _Full(f"this client has {MAX_OBJECTS} {what} already")
 
     def _op_prepare(self, args):
         from ..driver.callbacks import PreparedModelCallback
@@ -103,6 +134,7 @@ class _Session:
         model, pref = args["model"], args["preference"]
         if "callback" in args:
             return self._prepare_async(args)
+        self._room(self.models, "prepared models", self._preparing)
         cb = PreparedModelCallback()
         if isinstance(model, Model):
             status = self.device.prepareModel_1_2(model, pref, [], [], bytes(32), cb)
@@ -122,9 +154,15 @@ class _Session:
             self.models[mid] = prepared
         return mid
 
+    def preparing(self, delta: int) -> None:
+        """Count a prepare under way (+1) or ended (-1), for the models cap."""
+        with self._lock:
+            self._preparing += delta
+
     def _prepare_async(self, args) -> dict:
         """prepareModel* of the HAL version asked, the client notified by a `prepared` call back.
         The cache handles' fds are the message's: the device dups those it keeps."""
+        self._room(self.models, "prepared models", self._preparing)
         v, model, cb = args.get("version", 13), args["model"], PreparedNotice(self, args["callback"])
         caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", bytes(32)))
         fn = getattr(self.device, _PREPARE[v])
@@ -140,6 +178,7 @@ class _Session:
         return cb.launched(status)
 
     def _op_prepareFromCache(self, args):
+        self._room(self.models, "prepared models", self._preparing)
         cb = PreparedNotice(self, args["callback"])
         caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", b""))
         if args["version"] == 12:
@@ -179,6 +218,7 @@ class _Session:
         from ..hal.types import BufferDesc
 
         prepared = [self._model({"model": m}) for m in args["models"]]
+        self._room(self.buffers, "buffers")
         status, buffer, token = self.device.allocate(BufferDesc(args["dimensions"]), prepared, args["inputRoles"],
                                                      args["outputRoles"])
         if status != ErrorStatus.NONE or buffer is None:
@@ -213,6 +253,7 @@ class _Session:
         return self._forget(self.buffers, args["buffer"])
 
     def _op_executeFenced(self, args):
+        self._room(self.fenced, "fenced executions")
         status, fence, callback = self._model(args).executeFenced(
             self._request(args), args["wait_for"], args["measure"], OptionalTimePoint(args.get("deadline")),
             OptionalTimeoutDuration(args.get("loop_timeout")), OptionalTimeoutDuration(args.get("duration")))
@@ -252,6 +293,7 @@ class _Session:
     def _op_configure(self, args):
         prepared = self._model(args)
         burst_id = args["burst"]
+        self._room(self.bursts, "bursts")
         status, context = prepared.configureExecutionBurst(_RemoteCallback(self.conn, burst_id),
                                                            args["request_q"], args["result_q"])
         if status == ErrorStatus.NONE and context is not None:
@@ -290,17 +332,45 @@ def serve_connection(sock: socket.socket, device=None) -> None:
 
     session = _Session(device or Device("numpy"), sock)
     session.conn.closed.wait()
-    session.close_all()
-    sock.close()
 
 
 _SHORT = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # out of fds or memory: wait
 
 
-def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozenset()) -> None:
-    """Serve each admitted connection to `server` on its own thread, until `server` is closed.
-    A peer whose uid is not admitted is logged and closed; running out of fds or memory is
-    logged and waited out, never the end of the loop."""
+class _Clients:
+    """How many connections are being served, and room for one more."""
+
+    def __init__(self, cap: int):
+        self.cap, self.live = cap, 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.live >= self.cap:
+                return False
+            self.live += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.live -= 1
+
+
+def _bye(conn: socket.socket, why: str) -> None:
+    """Tell a peer we will not serve why, without waiting on it, and close."""
+    try:
+        conn.send(dumps({"bye": why}), socket.MSG_DONTWAIT)
+    except OSError:
+        pass
+    conn.close()
+
+
+def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozenset(),
+                max_clients: int = MAX_CLIENTS) -> None:
+    """Serve each admitted connection to `server` (its session runs on the wire's threads), until
+    `server` is closed. A peer whose uid is not admitted, or one past `max_clients`, is logged
+    and closed; running out of fds or memory is logged and waited out, never the end of the loop."""
+    clients = _Clients(max_clients)
     while True:
         try:
             conn, _ = server.accept()
@@ -322,7 +392,16 @@ def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozens
                         "".join(f", {u}" for u in sorted(allowed)))
             conn.close()
             continue
-        threading.Thread(target=serve_connection, args=(conn, device), name="nngpu-session", daemon=True).start()
+        if not clients.enter():
+            log.warning("refused a connection: serving %d clients already (--max-clients)", clients.cap)
+            _bye(conn, f"the service is serving {clients.cap} clients already")
+            continue
+        try:
+            _Session(device, conn, clients.leave)
+        except Exception:  # out of threads, say: this client is not served, the loop goes on
+            log.exception("cannot serve a connection")
+            clients.leave()
+            conn.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,14 @@ the call's id), with fds attached (SCM_RIGHTS): pool memories and FMQ descriptor
 never as bytes. A message over 64 KiB (a model) rides in a memfd attached as the last fd, the
 packet then being {"body": length}. `args` follow the schema of nngpu.service.codec.
 
+A peer's backlog is bounded: at most MAX_IN_FLIGHT of its calls are served or waiting at once,
+their bodies within MAX_BODY bytes together, and a call past either is answered GENERAL_FAILURE
+at once; at most MAX_PENDING of our calls wait for its replies (one more fails at once); a reply
+it does not read within SEND_TIMEOUT_S (the socket full) ends the connection; a call's send is
+bounded by the call's own timeout. So a peer that floods calls, reads no replies or answers no
+calls costs a bounded amount of memory, fds and threads, and never blocks a thread for long.
+The worker threads serving calls retire when idle: an idle connection costs its reader only.
+
 Nothing is allocated on a peer's word: the packet is read into a fixed buffer; a body's length is
 checked against MAX_BODY and the memfd's size, and must be backed by pages the sender wrote
 (not a sparse file), before it is read; msgpack is decoded by a walker
@@ -22,11 +30,13 @@ import os
 import select
 import socket
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+from concurrent.futures import Future
 from typing import Any, Callable
 
 import msgpack
 
+from ..driver.work_queue import PriorityPool
 from ..hal.types import ErrorStatus
 from ..memory import close_fds
 from . import codec
@@ -40,6 +50,10 @@ MAX_BODY = 1 << 28
 MAX_DEPTH = 16
 MAX_FDS = 250
 CALL_TIMEOUT_S = 120.0
+MAX_IN_FLIGHT = 32  # a peer's calls served or waiting at once
+MAX_PENDING = 64  # our calls waiting for the peer's replies
+SEND_TIMEOUT_S = float(os.environ.get("NNGPU_IPC_SEND_TIMEOUT_S", "10"))  # for a reply to go out
+IDLE_WORKER_S = 5.0  # a worker idle this long exits
 _ARRAY = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
 _MAP = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
 _EXT = frozenset([0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8])
@@ -132,12 +146,21 @@ class Connection:
         self._pending: dict[int, tuple[Future, str]] = {}
         self._pending_lock = threading.Lock()
         self._next_id = 0
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nngpu-ipc")
+        self._pool = PriorityPool(workers, "nngpu-ipc", idle_s=IDLE_WORKER_S)
+        self._flight_lock = threading.Lock()
+        self._in_flight = self._body_bytes = 0
+        # The socket is closed once the reader has ended and no send is using it: never while a
+        # thread may still send on its fd number, which the kernel could give to another client.
+        self._sending = 0
+        self._sock_closed = False
+        self.refusal: str | None = None  # why the peer said it will not serve us (a `bye`)
         self.closed = threading.Event()
         self._reader = threading.Thread(target=self._read_loop, name="nngpu-ipc-reader", daemon=True)
         self._reader.start()
 
-    def _send(self, envelope: dict, fds: list[int]) -> None:
+    def _send(self, envelope: dict, fds: list[int], timeout: float | None) -> None:
+        """Send one message within `timeout` s (None: however long the peer takes to make room);
+        IpcError when it cannot go out."""
         data = dumps(envelope)
         fds = list(fds)
         big = len(data) > _INLINE
@@ -145,33 +168,72 @@ class Connection:
             raise WireError(f"a message of {len(data)} bytes and {len(fds)} fds (at most {MAX_BODY}, {MAX_FDS})")
         memfd = -1
         try:
-            if big:  # big messages ride in a memfd, attached as the last fd
+            if big:  # big messages ride in a memfd, attached as the last fd; a call's id stays outside
                 memfd = os.memfd_create("nngpu-ipc", os.MFD_CLOEXEC)
                 os.pwrite(memfd, data, 0)
                 fds.append(memfd)
-                data = dumps({"body": len(data)})
-            with self._send_lock:
-                socket.send_fds(self._sock, [data], fds)
+                data = dumps({"body": len(data), **({"id": envelope["id"]} if "id" in envelope else {})})
+            self._send_packet(data, fds, None if timeout is None else time.monotonic() + timeout)
         except OSError as e:
             raise IpcError(f"send failed: {e}") from e
         finally:
             if memfd >= 0:
                 os.close(memfd)
 
+    def _send_packet(self, data: bytes, fds: list[int], deadline: float | None) -> None:
+        with self._flight_lock:
+            if self._sock_closed:
+                raise IpcError("connection closed")
+            self._sending += 1
+        try:
+            self._send_whole(data, fds, deadline)
+        finally:
+            with self._flight_lock:
+                self._sending -= 1
+                self._close_if_unused()
+
+    def _close_if_unused(self) -> None:
+        """(Under the flight lock.) Close the socket if the reader has ended and no send uses it."""
+        if self.closed.is_set() and not self._sending and not self._sock_closed:
+            self._sock_closed = True
+            self._sock.close()
+
+    def _send_whole(self, data: bytes, fds: list[int], deadline: float | None) -> None:
+        """A SEQPACKET send is whole or nothing: try without blocking, wait for room until `deadline`."""
+        if not self._send_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise IpcError("send: another message is still waiting for room")
+        try:
+            while True:
+                try:
+                    socket.send_fds(self._sock, [data], fds, socket.MSG_DONTWAIT)
+                    return
+                except BlockingIOError:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise IpcError("send: the peer reads nothing") from None
+                    p = select.poll()
+                    p.register(self._sock, select.POLLOUT)
+                    p.poll(None if left is None else max(1, int(left * 1000)))
+        finally:
+            self._send_lock.release()
+
     def call(self, op: str, args: dict, timeout: float | None = CALL_TIMEOUT_S) -> dict:
         """The peer's reply args to `op`; IpcError if none comes or it is unreadable, WireError if
         `args` do not fit the schema."""
         plain, fds = codec.encode(codec.CALLS[op], args)
         fut: Future = Future()
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._pending_lock:
             if self.closed.is_set():
-                raise IpcError("connection closed")
+                raise IpcError("connection closed" + (f": {self.refusal}" if self.refusal else ""))
+            if len(self._pending) >= MAX_PENDING:
+                raise IpcError(f"{op}: the peer has not answered {MAX_PENDING} calls")
             self._next_id += 1
             call_id = self._next_id
             self._pending[call_id] = (fut, op)
         try:
-            self._send({"op": op, "id": call_id, "args": plain}, fds)
-            return fut.result(timeout)
+            self._send({"op": op, "id": call_id, "args": plain}, fds, timeout)
+            return fut.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
         except TimeoutError as e:
             raise IpcError(f"{op}: no reply") from e
         finally:
@@ -183,6 +245,8 @@ class Connection:
             while True:
                 try:
                     data, fds, flags, _addr = socket.recv_fds(self._sock, _MAX_PACKET, MAX_FDS + 1)
+                except ConnectionResetError:
+                    continue  # the peer closed with our message unread: what it sent before is still here
                 except OSError:
                     break
                 if not data:
@@ -193,12 +257,13 @@ class Connection:
                 try:
                     if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                         raise WireError("a packet or its fds truncated")
-                    envelope, fds = self._parse(data, fds)
+                    parsed = self._parse(data, fds)
                 except (WireError, OSError) as e:
                     log.warning("dropping unreadable message: %s", e)
                     close_fds(fds)
                     continue
-                self._dispatch(envelope, fds)
+                if parsed is not None:
+                    self._dispatch(*parsed)
         finally:
             self._shutdown()
 
@@ -208,25 +273,66 @@ class Connection:
         p.register(self._sock, select.POLLRDHUP)
         return any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR) for _fd, ev in p.poll(0))
 
-    @staticmethod
-    def _parse(data: bytes, fds: list[int]) -> tuple[dict, list[int]]:
-        envelope = loads(data)
-        if isinstance(envelope, dict) and set(envelope) == {"body"}:
+    def _parse(self, data: bytes, fds: list[int]) -> tuple[dict, list[int], int | None] | None:
+        """The message, its fds and, for a call with a body, the bytes it was counted in with;
+        None when it was answered already (such a call refused before its body is read)."""
+        envelope, counted = loads(data), None
+        if isinstance(envelope, dict) and "body" in envelope and set(envelope) <= {"body", "id"}:
             if not fds:
                 raise WireError("body fd missing")
+            size = envelope["body"]
+            if type(envelope.get("id")) is int and type(size) is int and 0 <= size <= MAX_BODY:
+                if (why := self._admit(size)) is not None:
+                    close_fds(fds)
+                    self._refuse(envelope["id"], why)
+                    return None
+                counted = size
             memfd = fds.pop()
             try:
-                envelope = loads(_read_body(envelope["body"], memfd))
+                envelope = loads(_read_body(size, memfd))
+                if not isinstance(envelope, dict):
+                    raise WireError("a message is a map")
+            except WireError:
+                if counted is not None:
+                    self._done(counted)
+                raise
             finally:
                 os.close(memfd)
         if not isinstance(envelope, dict):
             raise WireError("a message is a map")
-        return envelope, fds
+        return envelope, fds, counted
 
-    def _dispatch(self, envelope: dict, fds: list[int]) -> None:
+    def _admit(self, cost: int) -> str | None:
+        """Why the peer's next call (with `cost` body bytes) is not taken now; None: it is counted in."""
+        with self._flight_lock:
+            if self._in_flight >= MAX_IN_FLIGHT:
+                return f"busy: {MAX_IN_FLIGHT} calls of this connection in flight"
+            if self._body_bytes + cost > MAX_BODY:
+                return f"busy: {self._body_bytes} bytes of messages of this connection in flight"
+            self._in_flight += 1
+            self._body_bytes += cost
+        return None
+
+    def _done(self, cost: int) -> None:
+        with self._flight_lock:
+            self._in_flight -= 1
+            self._body_bytes -= cost
+
+    def _refuse(self, call_id: int, why: str) -> None:
+        log.warning("refusing a call: %s", why)
+        self._reply(call_id, "", {"status": ErrorStatus.GENERAL_FAILURE, "error": why})
+
+    def _dispatch(self, envelope: dict, fds: list[int], counted: int | None) -> None:
+        if set(envelope) == {"bye"} and isinstance(envelope["bye"], str):  # the peer will not serve us
+            close_fds(fds)
+            self.refusal = envelope["bye"][:200]
+            log.warning("the peer refused the connection: %s", self.refusal)
+            return
         if set(envelope) == {"re", "args"} and type(envelope["re"]) is int:
             with self._pending_lock:
                 fut, op = self._pending.get(envelope["re"], (None, ""))
+            if counted is not None:
+                self._done(counted)
             if fut is None:
                 close_fds(fds)
                 return
@@ -240,35 +346,44 @@ class Connection:
         call_id = envelope.get("id")
         if set(envelope) != {"op", "id", "args"} or type(call_id) is not int:
             close_fds(fds)
+            if counted is not None:
+                self._done(counted)
             if type(call_id) is int:  # a call with an envelope off the schema
                 self._reply(call_id, "", {"status": ErrorStatus.INVALID_ARGUMENT, "error": "not a call"})
             else:
                 log.warning("dropping a message that is neither a call nor a reply")
             return
-        try:
-            self._pool.submit(self._serve, envelope["op"], call_id, envelope["args"], fds)
-        except RuntimeError:
-            close_fds(fds)
-
-    def _serve(self, op: Any, call_id: int, plain: Any, fds: list[int]) -> None:
-        try:
-            if not isinstance(op, str) or op not in codec.CALLS:
+        if counted is None:  # a call with a body was counted in before it was read
+            if (why := self._admit(0)) is not None:
                 close_fds(fds)
-                raise WireError(f"unknown op {op!r}")
-            args, rx = codec.decode(codec.CALLS[op], plain, fds)
-        except WireError as e:
-            self._reply(call_id, "", {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)})
-            return
+                self._refuse(call_id, why)
+                return
+            counted = 0
+        self._pool.submit(lambda: self._serve(envelope["op"], call_id, envelope["args"], fds, counted))
+
+    def _serve(self, op: Any, call_id: int, plain: Any, fds: list[int], cost: int) -> None:
         try:
-            reply = self._handler(op, args)
-        except Exception as e:
-            log.exception("handling %s", op)
-            reply = {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
+            try:
+                if not isinstance(op, str) or op not in codec.CALLS:
+                    close_fds(fds)
+                    raise WireError(f"unknown op {op!r}")
+                args, rx = codec.decode(codec.CALLS[op], plain, fds)
+            except WireError as e:
+                self._reply(call_id, "", {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)})
+                return
+            try:
+                reply = self._handler(op, args)
+            except Exception as e:
+                log.exception("handling %s", op)
+                reply = {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
+            finally:
+                rx.close()  # the fds no decoded value took (queue descriptors: the burst dup'ed them)
+            self._reply(call_id, op, reply)
         finally:
-            rx.close()  # the fds no decoded value took (queue descriptors: the burst dup'ed them)
-        self._reply(call_id, op, reply)
+            self._done(cost)
 
     def _reply(self, call_id: int, op: str, reply: dict) -> None:
+        """Send a reply; a peer that leaves it unread for SEND_TIMEOUT_S is hung up on."""
         fields = codec.REPLIES.get(op, codec.REPLIES["release"])
         try:
             try:
@@ -276,8 +391,12 @@ class Connection:
             except WireError as e:
                 log.warning("reply to %s does not encode: %s", op, e)
                 plain, fds = codec.encode(fields, {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)})
-            self._send({"re": call_id, "args": plain}, fds)
-        except (IpcError, WireError, OSError):
+            self._send({"re": call_id, "args": plain}, fds, SEND_TIMEOUT_S)
+        except IpcError as e:
+            if not self.closed.is_set():
+                log.warning("hanging up on a peer that reads no replies (%s)", e)
+                self._hang_up()
+        except (WireError, OSError):
             pass
 
     def _shutdown(self) -> None:
@@ -286,20 +405,28 @@ class Connection:
         self.closed.set()
         with self._pending_lock:
             pending = [fut for fut, _op in self._pending.values()]
+        why = "connection closed" + (f": {self.refusal}" if self.refusal else "")
         for fut in pending:
             if not fut.done():
-                fut.set_exception(IpcError("connection closed"))
+                fut.set_exception(IpcError(why))
         if self._on_close is not None:
             try:
                 self._on_close()
             except Exception:
                 log.exception("connection close hook")
-        self._pool.shutdown(wait=False)
+        self._pool.close()
+        with self._flight_lock:
+            self._close_if_unused()
 
-    def close(self) -> None:
+    def _hang_up(self) -> None:
+        """End the connection: the reader sees the end and shuts everything down."""
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self._reader.join(timeout=5.0)
-        self._sock.close()
+
+    def close(self) -> None:
+        """Hang up and wait (a while) for the reader to end; the socket closes once unused."""
+        self._hang_up()
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout=5.0)

@@ -24,13 +24,15 @@ def serve_env(**extra: str) -> dict:
 class Served:
     """`nngpu serve ARGS` running; stderr collected in a file."""
 
-    def __init__(self, socket_path: Path | None, *args: str, env: dict | None = None, wait: bool = True):
+    def __init__(self, socket_path: Path | None, *args: str, env: dict | None = None, wait: bool = True,
+                 preexec_fn=None):
         self.path = socket_path
         self._log = tempfile.TemporaryFile()
         cmd = [sys.executable, "-m", "nngpu", "serve", "--backend", "numpy", *args]
         if socket_path is not None:
             cmd += ["--socket", str(socket_path)]
-        self.proc = subprocess.Popen(cmd, stderr=self._log, stdout=subprocess.DEVNULL, env=env or serve_env())
+        self.proc = subprocess.Popen(cmd, stderr=self._log, stdout=subprocess.DEVNULL, env=env or serve_env(),
+                                     preexec_fn=preexec_fn)
         if wait:
             self.wait_listening()
 

@@ -16,10 +16,10 @@ from nngpu.hal.types import ErrorStatus
 from nngpu.memory import allocate_shared
 from nngpu.service import codec
 from nngpu.service.client import BurstService
-from nngpu.service.wire import dumps, loads
+from nngpu.service.wire import IDLE_WORKER_S, dumps, loads
 from tests.driver.conftest import A, B, add_model, add_request
 
-FUZZ = 300
+FUZZ = 10_000
 
 
 class RawClient:
@@ -56,6 +56,9 @@ class RawClient:
 
     def fd_count(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+    def thread_count(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
 
     def peak_rss(self) -> int:
         """The service's high-water RSS (VmHWM): a transient allocation shows here too."""
@@ -171,18 +174,25 @@ def test_fuzzed_messages_leave_the_service_serving_with_its_fds(raw):
     rng = random.Random(1234)
     pool, q = allocate_shared(64), MessageQueue(8, 4)
     calls, _request = templates(q)
-    baseline = raw.fd_count()
+    baseline, threads = raw.fd_count(), raw.thread_count()
+    with_fds = 0
     for k in range(FUZZ):
         op, plain, fds = rng.choice(calls)
         data = mutate(rng, dumps({"op": op, "id": k + 1, "args": plain}))
         if rng.random() < 0.2:
             data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 64)))  # noise
         attach = fds if rng.random() < 0.7 else [pool.fd] * rng.randint(0, 5)
+        with_fds += bool(attach)
         raw.send(data, attach)
         if k % 25 == 0:
             raw.ping()
     raw.ping()
+    assert with_fds > FUZZ // 3  # some with fds attached
     assert raw.settled_fd_count(baseline) == baseline
+    end = time.monotonic() + IDLE_WORKER_S + 10  # the wire's idle workers retire
+    while raw.thread_count() > threads and time.monotonic() < end:
+        time.sleep(0.1)
+    assert raw.thread_count() <= threads
     # Still serving, end to end: the same socket as a BurstService client.
     svc = BurstService(raw.sock, raw.proc)
     st, prepared = svc.prepare(add_model())
