@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ..service.server import MAX_CLIENTS
+from ..service.process import MAX_CLIENTS
 from .common import open_device
 from .errors import CLIError
 
@@ -62,7 +62,7 @@ def _stop(signum, _frame) -> None:
 
 def run(args) -> int:
     from ..service.listen import ListenError, Listener, default_socket_path
-    from ..service.server import accept_loop
+    from ..service.process import accept_loop
 
     path = Path(args.socket) if args.socket else default_socket_path()
     device = open_device(args.backend)

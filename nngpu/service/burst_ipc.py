@@ -14,8 +14,8 @@ is always free for replies.
 Messages  client -> service: prepare, configure (FMQ descriptors), freeMemory, closeBurst,
           execute (executeSynchronously), release, and the IDevice proxy's (nngpu.service.proxy);
           service -> client: getMemories, prepared, executed.
-The client is nngpu.service.client, the service nngpu.service.server; this module re-exports
-both and is the service process's entry point (`python -m nngpu.service.burst_ipc --fd N` or
+The client is nngpu.service.client, the service nngpu.service.session (one per connection) in
+nngpu.service.process; this module re-exports both and is the service process's entry point (`python -m nngpu.service.burst_ipc --fd N` or
 `--listen PATH`). When the connection ends, the service closes that client's bursts and the
 client shuts down its queues, so neither side waits for a peer that is gone.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 
 from .client import BurstService, RemoteBurstContext, RemotePreparedModel
-from .server import main, serve_connection
+from .process import main, serve_connection
 
 __all__ = ["BurstService", "RemotePreparedModel", "RemoteBurstContext", "serve_connection", "main"]
 

@@ -311,3 +311,23 @@ def test_a_pending_fence_is_put_in_error_when_the_service_dies(remote, served):
     assert fenced_cb.getExecutionInfo()[0] == ErrorStatus.DEVICE_UNAVAILABLE
     for fd in (gate, fence.fds[0]):
         os.close(fd)
+
+
+def test_a_stopped_service_costs_a_synchronous_execution_only_its_deadline(remote, served):
+    """SIGSTOP: the reply never comes; the call returns DEVICE_UNAVAILABLE at the deadline plus
+    DEADLINE_GRACE_S, not at the wire's 120 s."""
+    from nngpu.service.proxy import DEADLINE_GRACE_S
+
+    _status, cb = _prepare(remote, 13)
+    prepared, r = cb.prepared_model, add_request()
+    os.kill(served.proc.pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        status, _shapes, _timing = prepared.executeSynchronously_1_3(
+            r.request, MeasureTiming.NO, OptionalTimePoint(time.monotonic_ns() + 1_000_000_000),
+            OptionalTimeoutDuration())
+        took = time.monotonic() - start
+    finally:
+        os.kill(served.proc.pid, signal.SIGCONT)
+    assert status == ErrorStatus.DEVICE_UNAVAILABLE
+    assert 1.0 <= took < 1.0 + DEADLINE_GRACE_S + 1.0

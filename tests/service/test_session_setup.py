@@ -15,8 +15,8 @@ from nngpu.burst.fmq import MessageQueue
 from nngpu.driver.device import Device
 from nngpu.hal.types import DataLocation, ErrorStatus, OperandLifeTime
 from nngpu.memory import allocate_shared
-from nngpu.service import codec, server
-from nngpu.service.server import _Session
+from nngpu.service import codec, session as session_module
+from nngpu.service.session import Session
 from nngpu.service.wire import dumps, loads
 from tests.driver.conftest import add_model
 
@@ -55,16 +55,16 @@ def test_calls_sent_before_the_session_exists_are_served(device, pair, monkeypat
     """The calls wait in the socket while the session starts; the prepare's notice needs the
     session's connection, which the old session assigned only after its reader had started. The
     connection here takes 0.5 s more to return after starting its reader, to widen that window."""
-    class SlowToReturn(server.Connection):
+    class SlowToReturn(session_module.Connection):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             time.sleep(0.5)
 
-    monkeypatch.setattr(server, "Connection", SlowToReturn)
+    monkeypatch.setattr(session_module, "Connection", SlowToReturn)
     mine, theirs = pair
     send(mine, "prepare", 1, {"model": add_model(), "preference": 1, "version": 12, "callback": 7})
     send(mine, "info", 2, {})
-    session = _Session(device, theirs)
+    session = Session(device, theirs)
     got = messages(mine, 3)  # two replies and the `prepared` call back, in some order
     replies = {m["re"]: m["args"] for m in got if "re" in m}
     assert replies[1]["status"] == ErrorStatus.NONE and replies[2]["status"] == ErrorStatus.NONE
@@ -87,7 +87,7 @@ def test_failed_calls_close_each_fd_they_were_sent_once(device, pair, monkeypatc
         real_close(fd)
 
     monkeypatch.setattr(os, "close", close)
-    session = _Session(device, theirs)
+    session = Session(device, theirs)
     model = add_model()
     pool = allocate_shared(64)
     model.pools = [pool]

@@ -1,40 +1,28 @@
-"""The service side of nngpu.service.burst_ipc and `nngpu serve`: a driver process hosting a
-Device, serving each client connection's calls (the IDevice, IPreparedModel, IBuffer and
-IFencedExecutionCallback methods that nngpu.service.proxy sends, and the burst's configure,
-freeMemory, closeBurst), reaching back to the client for its burst memories (getMemories) and
-with its callbacks' notifications (nngpu.service.notices). accept_loop serves a listening socket,
-admitting peers by uid (SO_PEERCRED).
+"""One client connection to the driver service (nngpu.service.process), the service's side of
+it: the IDevice, IPreparedModel, IBuffer and IFencedExecutionCallback calls that
+nngpu.service.proxy sends, and the burst's configure, freeMemory, closeBurst. It reaches back to
+the client for its burst memories (getMemories) and with its callbacks' notifications
+(nngpu.service.notices).
 
-Bounds. A client has at most MAX_OBJECTS prepared models (counting prepares under way), buffers,
-bursts and fenced executions at once; one more is GENERAL_FAILURE. accept_loop serves at most
-`max_clients` connections (each costs the wire's reader thread while idle, and its workers
-while busy); one more is told why in a `bye` message, closed, and logged.
-
-When a connection ends the service closes that client's bursts, so no worker waits for a
-client that is gone. The driver is imported only where a call needs it: a client process that
-imports nngpu.service.burst_ipc does not load it.
+A client has at most MAX_OBJECTS prepared models (counting prepares under way), buffers, bursts
+and fenced executions at once; one more is GENERAL_FAILURE. When the connection ends the session
+closes that client's bursts, so no worker waits for a client that is gone, and forgets the rest.
 """
 from __future__ import annotations
 
-import argparse
-import errno
 import logging
 import socket
 import threading
-import time
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..hal.interfaces import IBurstCallback
 from ..hal.types import ErrorStatus, MemoryPool, Model, OptionalTimeoutDuration, OptionalTimePoint, Priority
-from .listen import ListenError, Listener, admitted, peer_uid
 from .notices import ExecutedNotice, PreparedNotice, SentHandle
-from .wire import CALL_TIMEOUT_S, Connection, IpcError, dumps
+from .wire import CALL_TIMEOUT_S, Connection, IpcError
 
 log = logging.getLogger("nngpu.burst_ipc")
 
 MAX_OBJECTS = 1024  # of each kind, per client
-MAX_CLIENTS = 64
 # How long a burst's worker waits for the client to answer getMemories: a client that never
 # answers holds up only its own burst, and only this long.
 GET_MEMORIES_TIMEOUT_S = 10.0
@@ -69,10 +57,10 @@ _SUPPORTED = {10: "getSupportedOperations", 11: "getSupportedOperations_1_1", 12
 _CAPABILITIES = {10: "getCapabilities", 11: "getCapabilities_1_1", 12: "getCapabilities_1_2", 13: "getCapabilities_1_3"}
 
 
-class _Session:
+class Session:
     """One client connection to the service: its prepared models and bursts."""
 
-    def __init__(self, device, sock: socket.socket, on_end=None):
+    def __init__(self, device, sock: socket.socket, on_end: Callable[[], None] | None = None):
         self.device = device
         self._on_end = on_end
         self.models: dict[int, Any] = {}
@@ -324,110 +312,3 @@ class _Session:
         else:
             status, shapes, timing = prepared.executeSynchronously(request, args["measure"])
         return {"status": status, "shapes": shapes, "timing": timing}
-
-
-def serve_connection(sock: socket.socket, device=None) -> None:
-    """Serve one client until it disconnects; then close everything it left open."""
-    from ..driver.device import Device
-
-    session = _Session(device or Device("numpy"), sock)
-    session.conn.closed.wait()
-
-
-_SHORT = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # out of fds or memory: wait
-
-
-class _Clients:
-    """How many connections are being served, and room for one more."""
-
-    def __init__(self, cap: int):
-        self.cap, self.live = cap, 0
-        self._lock = threading.Lock()
-
-    def enter(self) -> bool:
-        with self._lock:
-            if self.live >= self.cap:
-                return False
-            self.live += 1
-            return True
-
-    def leave(self) -> None:
-        with self._lock:
-            self.live -= 1
-
-
-def _bye(conn: socket.socket, why: str) -> None:
-    """Tell a peer we will not serve why, without waiting on it, and close."""
-    try:
-        conn.send(dumps({"bye": why}), socket.MSG_DONTWAIT)
-    except OSError:
-        pass
-    conn.close()
-
-
-def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozenset(),
-                max_clients: int = MAX_CLIENTS) -> None:
-    """Serve each admitted connection to `server` (its session runs on the wire's threads), until
-    `server` is closed. A peer whose uid is not admitted, or one past `max_clients`, is logged
-    and closed; running out of fds or memory is logged and waited out, never the end of the loop."""
-    clients = _Clients(max_clients)
-    while True:
-        try:
-            conn, _ = server.accept()
-        except OSError as e:
-            if server.fileno() < 0:
-                return  # closed
-            log.warning("accept: %s%s", e.strerror, "; refusing connections for now" if e.errno in _SHORT else "")
-            if e.errno in _SHORT:
-                time.sleep(0.1)
-            continue
-        try:
-            uid = peer_uid(conn)
-        except OSError as e:  # gone already
-            log.info("accept: no peer credentials: %s", e)
-            conn.close()
-            continue
-        if not admitted(uid, allowed):
-            log.warning("refused a connection from uid %d (admitted: this uid%s)", uid,
-                        "".join(f", {u}" for u in sorted(allowed)))
-            conn.close()
-            continue
-        if not clients.enter():
-            log.warning("refused a connection: serving %d clients already (--max-clients)", clients.cap)
-            _bye(conn, f"the service is serving {clients.cap} clients already")
-            continue
-        try:
-            _Session(device, conn, clients.leave)
-        except Exception:  # out of threads, say: this client is not served, the loop goes on
-            log.exception("cannot serve a connection")
-            clients.leave()
-            conn.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The service process: serve one inherited socket (--fd) or every connection to --listen."""
-    p = argparse.ArgumentParser(prog="python -m nngpu.service.burst_ipc",
-                                description="A driver service for bursts from other processes.")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--fd", type=int, help="serve the one connected socket with this fd")
-    where.add_argument("--listen", help="accept connections on this Unix socket path")
-    p.add_argument("--backend", default="numpy")
-    args = p.parse_args(argv)
-
-    from ..driver.device import Device
-
-    device = Device(args.backend)
-    if args.fd is not None:
-        serve_connection(socket.socket(fileno=args.fd), device)
-        return 0
-    try:
-        listener = Listener(Path(args.listen), strict_dir=False)
-    except ListenError as e:
-        p.exit(1, f"{p.prog}: {e}\n")
-    try:
-        accept_loop(listener.sock, device)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        listener.close()
-    return 0
