@@ -172,9 +172,13 @@ def _limit_fds() -> None:
 
 
 def test_running_out_of_fds_does_not_end_the_accept_loop(short_dir):
+    """With 64 fds, idle connections exhaust them: accept fails (EMFILE), which is logged and
+    waited out; once the clients go, fds and threads are back to the baseline and it serves."""
     s = Served(short_dir / "s.sock", "--max-clients", "1000", preexec_fn=_limit_fds)
     try:
         served_ok(s.path)
+        proc = Process(s.proc.pid)
+        fds, threads = proc.quiet()
         socks = []
         try:  # past the fds it has, the service accepts none; the kernel queues a backlog, then waits
             while len(socks) < 200:
@@ -189,6 +193,7 @@ def test_running_out_of_fds_does_not_end_the_accept_loop(short_dir):
         for sock in socks:
             sock.close()
         assert s.proc.poll() is None
+        assert proc.settles(fds, threads), (proc.holds(), (fds, threads))
         served_ok(s.path)
     finally:
         s.stop()
