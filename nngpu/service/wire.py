@@ -25,6 +25,7 @@ getMemories call waits for the client while the client waits on the result FMQ).
 """
 from __future__ import annotations
 
+import array
 import logging
 import os
 import select
@@ -149,6 +150,7 @@ class Connection:
         self._pool = PriorityPool(workers, "nngpu-ipc", idle_s=IDLE_WORKER_S)
         self._flight_lock = threading.Lock()
         self._in_flight = self._body_bytes = 0
+        self._refused = False
         # The socket is closed once the reader has ended and no send is using it: never while a
         # thread may still send on its fd number, which the kernel could give to another client.
         self._sending = 0
@@ -202,10 +204,11 @@ class Connection:
         """A SEQPACKET send is whole or nothing: try without blocking, wait for room until `deadline`."""
         if not self._send_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
             raise IpcError("send: another message is still waiting for room")
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
         try:
             while True:
-                try:
-                    socket.send_fds(self._sock, [data], fds, socket.MSG_DONTWAIT)
+                try:  # sendmsg, as socket.send_fds drops its flags argument (CPython 3.11)
+                    self._sock.sendmsg([data], ancillary, socket.MSG_DONTWAIT)
                     return
                 except BlockingIOError:
                     left = None if deadline is None else deadline - time.monotonic()
@@ -319,7 +322,9 @@ class Connection:
             self._body_bytes -= cost
 
     def _refuse(self, call_id: int, why: str) -> None:
-        log.warning("refusing a call: %s", why)
+        if not self._refused:  # once per connection: a flood of calls must not flood the log too
+            self._refused = True
+            log.warning("refusing calls: %s (logged once per connection)", why)
         self._reply(call_id, "", {"status": ErrorStatus.GENERAL_FAILURE, "error": why})
 
     def _dispatch(self, envelope: dict, fds: list[int], counted: int | None) -> None:
