@@ -82,7 +82,7 @@ def non_negative(text: str) -> int:
     return _bounded_int(text, 0)
 
 
-def _bounded_int(text: str, low: int) -> int:
+def _bounded_int(text: str, low: int, high: int | None = None) -> int:
     import argparse
 
     try:
@@ -91,4 +91,11 @@ def _bounded_int(text: str, low: int) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < low:
         raise argparse.ArgumentTypeError(f"{value} is below {low}")
+    if high is not None and value > high:
+        raise argparse.ArgumentTypeError(f"{value} is above {high}")
     return value
+
+
+def int_in(low: int, high: int):
+    """argparse type: an integer from low to high."""
+    return lambda text: _bounded_int(text, low, high)

@@ -6,14 +6,13 @@ The socket is mode 0600, by default $XDG_RUNTIME_DIR/nngpu/nngpu.sock (else
 SIGINT stop the server and remove its socket file."""
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
 from pathlib import Path
 
 from ..service.process import MAX_CLIENTS
-from .common import open_device
+from .common import int_in, open_device
 from .errors import CLIError
 
 log = logging.getLogger("nngpu.cli")
@@ -25,31 +24,13 @@ def add_parser(sub, common) -> None:
     s.add_argument("--socket", metavar="PATH", help="the socket to listen on (default: "
                    "$XDG_RUNTIME_DIR/nngpu/nngpu.sock, else /tmp/nngpu-UID/nngpu.sock)")
     s.add_argument("--backend", default="auto", help="the device's backend (default: auto)")
-    s.add_argument("--allow-uid", metavar="UID", type=_uid, action="append", default=[],
+    s.add_argument("--allow-uid", metavar="UID", type=int_in(0, 2**32 - 2), action="append", default=[],
                    help="also serve peers of this uid (repeatable; default: only this uid)")
-    s.add_argument("--max-clients", metavar="N", type=_count, default=MAX_CLIENTS,
+    s.add_argument("--max-clients", metavar="N", type=int_in(1, 4096), default=MAX_CLIENTS,
                    help="serve at most N connections at once; more are refused and logged (default: %(default)s)")
     s.set_defaults(func=run)
 
 
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= 4096:
-        raise argparse.ArgumentTypeError(f"not a count from 1 to 4096: {text!r}")
-    return n
-
-
-def _uid(text: str) -> int:
-    try:
-        uid = int(text)
-    except ValueError:
-        uid = -1
-    if not 0 <= uid < 2**32 - 1:
-        raise argparse.ArgumentTypeError(f"not a uid: {text!r}")
-    return uid
 
 
 class _Stop(Exception):

@@ -112,7 +112,8 @@ def test_a_symlink_or_a_file_is_never_touched(short_dir):
 
 
 def test_bad_arguments_are_one_line(short_dir):
-    for args, code in ((["--allow-uid", "x"], 2), (["--backend", "nope"], 2),
+    for args, code in ((["--allow-uid", "x"], 2), (["--allow-uid", "-1"], 2), (["--max-clients", "0"], 2),
+                       (["--max-clients", "5000"], 2), (["--backend", "nope"], 2),
                        (["--socket", str(short_dir / "none" / "deeper" / "s.sock")], 1)):
         r = subprocess.run([sys.executable, "-m", "nngpu", "serve", *args], capture_output=True, text=True,
                            env=serve_env(), timeout=120)
