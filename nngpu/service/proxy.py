@@ -29,9 +29,11 @@ import time
 import weakref
 from typing import Any
 
+from ..driver.deadline import deadline_ns
 from ..driver.fenced import FENCE_ERROR, FenceState, fence_kind, fence_state
 from ..hal.interfaces import IBuffer, IDevice, IFencedExecutionCallback, IPreparedModel
 from ..hal.types import DeviceStatus, ErrorStatus, NativeHandle, Timing
+from ..validation import ValidationError
 from .client import BurstService, RemotePreparedModel
 from .codec import WireError
 from .wire import CALL_TIMEOUT_S, IpcError
@@ -62,8 +64,11 @@ def _notify(callback: Any, method: str, *args) -> None:
 def _wait_s(deadline) -> float:
     """How long to wait for the reply to a call with this deadline: until it, and DEADLINE_GRACE_S
     for the answer to arrive, after which the service is taken for stopped or gone."""
-    ns = getattr(deadline, "nanosecondsSinceEpoch", None)
-    if type(ns) is not int or not 0 <= ns < 2**64 - 1:
+    try:
+        ns = deadline_ns(deadline)
+    except ValidationError:  # the service answers INVALID_ARGUMENT
+        ns = None
+    if ns is None:
         return CALL_TIMEOUT_S
     return max(0.0, (ns - time.monotonic_ns()) / 1e9) + DEADLINE_GRACE_S
 
