@@ -67,19 +67,20 @@ class Notice:
 
 class PreparedNotice(Notice, IPreparedModelCallback):
     """The client's prepare callback: the model is kept in the session, its id sent back. The
-    session counts the prepare as under way from here until it is notified or its launch fails."""
+    session counts the prepare as under way from here (which fails when the client is at its
+    models cap) until it is notified or its launch fails."""
 
     def __init__(self, session, callback_id: int):
+        session.start_prepare()
         super().__init__(session.conn, "prepared", callback_id)
         self._session = session
         self._counted = True
-        session.preparing(+1)
 
     def _uncount(self) -> None:
         with self._lock:
             counted, self._counted = self._counted, False
         if counted:
-            self._session.preparing(-1)
+            self._session.end_prepare()
 
     def notify(self, status, preparedModel) -> None:
         ok = status == ErrorStatus.NONE and preparedModel is not None

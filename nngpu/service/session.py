@@ -32,6 +32,11 @@ class _Full(Exception):
     """The client holds MAX_OBJECTS of a kind already."""
 
 
+def _check_room(held: int, what: str) -> None:
+    if held >= MAX_OBJECTS:
+        raise _Full(f"this client has {MAX_OBJECTS} {what} already")
+
+
 class _RemoteCallback(IBurstCallback):
     """The client's IBurstCallback as the driver sees it: getMemories over the socket."""
 
@@ -110,11 +115,10 @@ class Session:
         except _Full as e:
             return {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
 
-    def _room(self, table: dict, what: str, more: int = 0) -> None:
-        """_Full if this client may not have one more `what` (`more`: those on their way)."""
+    def _room(self, table: dict, what: str) -> None:
+        """_Full if this client may not have one more `what`."""
         with self._lock:
-            if len(table) + more >= MAX_OBJECTS:
-                raise _Full(f"this client has {MAX_OBJECTS} {what} already")
+            _check_room(len(table), what)
 
     def _op_prepare(self, args):
         from ..driver.callbacks import PreparedModelCallback
@@ -122,18 +126,21 @@ class Session:
         model, pref = args["model"], args["preference"]
         if "callback" in args:
             return self._prepare_async(args)
-        self._room(self.models, "prepared models", self._preparing)
-        cb = PreparedModelCallback()
-        if isinstance(model, Model):
-            status = self.device.prepareModel_1_2(model, pref, [], [], bytes(32), cb)
-        else:
-            status = self.device.prepareModel_1_3(model, pref, Priority.MEDIUM, OptionalTimePoint(), [], [],
-                                                  bytes(32), cb)
-        cb.wait(CALL_TIMEOUT_S)
-        status = status if status != ErrorStatus.NONE else cb.status
-        if status != ErrorStatus.NONE or cb.prepared_model is None:
-            return {"status": status or ErrorStatus.GENERAL_FAILURE}
-        return {"status": ErrorStatus.NONE, "model": self.keep(cb.prepared_model)}
+        self.start_prepare()
+        try:
+            cb = PreparedModelCallback()
+            if isinstance(model, Model):
+                status = self.device.prepareModel_1_2(model, pref, [], [], bytes(32), cb)
+            else:
+                status = self.device.prepareModel_1_3(model, pref, Priority.MEDIUM, OptionalTimePoint(), [], [],
+                                                      bytes(32), cb)
+            cb.wait(CALL_TIMEOUT_S)
+            status = status if status != ErrorStatus.NONE else cb.status
+            if status != ErrorStatus.NONE or cb.prepared_model is None:
+                return {"status": status or ErrorStatus.GENERAL_FAILURE}
+            return {"status": ErrorStatus.NONE, "model": self.keep(cb.prepared_model)}
+        finally:
+            self.end_prepare()
 
     def keep(self, prepared) -> int:
         """The id of a newly prepared model, kept until released or the client leaves."""
@@ -142,15 +149,20 @@ class Session:
             self.models[mid] = prepared
         return mid
 
-    def preparing(self, delta: int) -> None:
-        """Count a prepare under way (+1) or ended (-1), for the models cap."""
+    def start_prepare(self) -> None:
+        """Count a prepare under way, for the models cap: _Full if the client's models and the
+        prepares under way are at the cap already."""
         with self._lock:
-            self._preparing += delta
+            _check_room(len(self.models) + self._preparing, "prepared models")
+            self._preparing += 1
+
+    def end_prepare(self) -> None:
+        with self._lock:
+            self._preparing -= 1
 
     def _prepare_async(self, args) -> dict:
         """prepareModel* of the HAL version asked, the client notified by a `prepared` call back.
         The cache handles' fds are the message's: the device dups those it keeps."""
-        self._room(self.models, "prepared models", self._preparing)
         v, model, cb = args.get("version", 13), args["model"], PreparedNotice(self, args["callback"])
         caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", bytes(32)))
         fn = getattr(self.device, _PREPARE[v])
@@ -166,7 +178,6 @@ class Session:
         return cb.launched(status)
 
     def _op_prepareFromCache(self, args):
-        self._room(self.models, "prepared models", self._preparing)
         cb = PreparedNotice(self, args["callback"])
         caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", b""))
         if args["version"] == 12:
