@@ -38,25 +38,6 @@ def serve_connection(sock: socket.socket, device=None) -> None:
 _SHORT = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # out of fds or memory: wait
 
 
-class _Clients:
-    """How many connections are being served, and room for one more."""
-
-    def __init__(self, cap: int):
-        self.cap, self.live = cap, 0
-        self._lock = threading.Lock()
-
-    def enter(self) -> bool:
-        with self._lock:
-            if self.live >= self.cap:
-                return False
-            self.live += 1
-            return True
-
-    def leave(self) -> None:
-        with self._lock:
-            self.live -= 1
-
-
 def _bye(conn: socket.socket, why: str) -> None:
     """Tell a peer we will not serve why, without waiting on it, and close."""
     try:
@@ -71,7 +52,7 @@ def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozens
     """Serve each admitted connection to `server` (its session runs on the wire's threads), until
     `server` is closed. A peer whose uid is not admitted, or one past `max_clients`, is logged
     and closed; running out of fds or memory is logged and waited out, never the end of the loop."""
-    clients = _Clients(max_clients)
+    room = threading.BoundedSemaphore(max_clients)  # one unit per connection served
     while True:
         try:
             conn, _ = server.accept()
@@ -93,15 +74,15 @@ def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozens
                         "".join(f", {u}" for u in sorted(allowed)))
             conn.close()
             continue
-        if not clients.enter():
-            log.warning("refused a connection: serving %d clients already (--max-clients)", clients.cap)
-            _bye(conn, f"the service is serving {clients.cap} clients already")
+        if not room.acquire(blocking=False):
+            log.warning("refused a connection: serving %d clients already (--max-clients)", max_clients)
+            _bye(conn, f"the service is serving {max_clients} clients already")
             continue
         try:
-            Session(device, conn, clients.leave)
+            Session(device, conn, room.release)
         except Exception:  # out of threads, say: this client is not served, the loop goes on
             log.exception("cannot serve a connection")
-            clients.leave()
+            room.release()
             conn.close()
 
 
