@@ -1,5 +1,6 @@
-"""A real `nngpu serve` process on a socket in a short private folder (a Unix socket path is at
-most 107 bytes, more than pytest's tmp_path can promise)."""
+"""What a service process holds (fds, threads, memory, read from /proc), and a real `nngpu serve`
+process on a socket in a short private folder (a Unix socket path is at most 107 bytes, more
+than pytest's tmp_path can promise)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from nngpu.service.wire import IDLE_WORKER_S
 
 START_TIMEOUT_S = 120.0  # a loaded machine imports the driver slowly
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +62,44 @@ class Served:
             self.proc.kill()
             self.proc.wait()
             raise
+
+
+class Process:
+    """What a process holds, read from /proc."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def threads(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/task"))
+
+    def memory(self, key: str = "VmRSS") -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(f"{key}:"))
+
+    def holds(self) -> tuple[int, int]:
+        return self.fds(), self.threads()
+
+    def quiet(self, for_s: float = IDLE_WORKER_S + 1, within_s: float = 40.0) -> tuple[int, int]:
+        """(fds, threads) once neither has changed for `for_s` (idle workers have retired)."""
+        end, last, since = time.monotonic() + within_s, self.holds(), time.monotonic()
+        while time.monotonic() - since < for_s and time.monotonic() < end:
+            time.sleep(0.1)
+            if (now := self.holds()) != last:
+                last, since = now, time.monotonic()
+        return last
+
+    def settles(self, fds: int, threads: int, within_s: float = 30.0) -> bool:
+        """Whether fds and threads come back to at most these within `within_s`."""
+        end = time.monotonic() + within_s
+        while (now := self.holds())[0] > fds or now[1] > threads:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.1)
+        return True
 
 
 @pytest.fixture

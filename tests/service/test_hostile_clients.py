@@ -19,50 +19,12 @@ import nngpu
 from nngpu.burst.fmq import MessageQueue
 from nngpu.hal.types import ErrorStatus
 from nngpu.service import codec
-from nngpu.service.wire import IDLE_WORKER_S, dumps
+from nngpu.service.wire import dumps
 from tests.driver.conftest import add_model, add_request
-from tests.service.conftest import Served, serve_env
+from tests.service.conftest import Process, Served, serve_env
 
 SEND_TIMEOUT_S = 2.0  # the service's wait for a reply to go out, lowered from 10 s for the test
 CYCLES = 1000
-
-
-class Process:
-    """What a process holds, read from /proc."""
-
-    def __init__(self, pid: int):
-        self.pid = pid
-
-    def fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
-
-    def threads(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/task"))
-
-    def memory(self, key: str = "VmRSS") -> int:
-        with open(f"/proc/{self.pid}/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(f"{key}:"))
-
-    def holds(self) -> tuple[int, int]:
-        return self.fds(), self.threads()
-
-    def quiet(self, for_s: float = IDLE_WORKER_S + 1, within_s: float = 40.0) -> tuple[int, int]:
-        """(fds, threads) once neither has changed for `for_s` (idle workers have retired)."""
-        end, last, since = time.monotonic() + within_s, self.holds(), time.monotonic()
-        while time.monotonic() - since < for_s and time.monotonic() < end:
-            time.sleep(0.1)
-            if (now := self.holds()) != last:
-                last, since = now, time.monotonic()
-        return last
-
-    def settles(self, fds: int, threads: int, within_s: float = 30.0) -> bool:
-        """Whether fds and threads come back to at most these within `within_s`."""
-        end = time.monotonic() + within_s
-        while (now := self.holds())[0] > fds or now[1] > threads:
-            if time.monotonic() > end:
-                return False
-            time.sleep(0.1)
-        return True
 
 
 def raw_connection(path, within_s: float = 30.0) -> socket.socket:

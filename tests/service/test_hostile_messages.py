@@ -18,6 +18,7 @@ from nngpu.service import codec
 from nngpu.service.client import BurstService
 from nngpu.service.wire import IDLE_WORKER_S, dumps, loads
 from tests.driver.conftest import A, B, add_model, add_request
+from tests.service.conftest import Process
 
 FUZZ = 10_000
 
@@ -30,6 +31,7 @@ class RawClient:
         self.proc = subprocess.Popen([sys.executable, "-m", "nngpu.service.burst_ipc", "--fd", str(theirs.fileno())],
                                      pass_fds=[theirs.fileno()])
         theirs.close()
+        self.held = Process(self.proc.pid)
         self._id = 1 << 40
 
     def send(self, data: bytes, fds=()) -> None:
@@ -54,21 +56,10 @@ class RawClient:
     def ping(self) -> None:
         assert self.call("release", {"model": 1 << 50}) == {"status": 0}
 
-    def fd_count(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
-
-    def thread_count(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
-
-    def peak_rss(self) -> int:
-        """The service's high-water RSS (VmHWM): a transient allocation shows here too."""
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-
     def settled_fd_count(self, want: int, within_s: float = 10.0) -> int:
         """The service's fd count once it reaches `want` (calls may still be finishing), or as it is."""
         deadline = time.monotonic() + within_s
-        while (n := self.fd_count()) != want and time.monotonic() < deadline:
+        while (n := self.held.fds()) != want and time.monotonic() < deadline:
             time.sleep(0.05)
         return n
 
@@ -96,7 +87,7 @@ def status(args) -> ErrorStatus:
 def test_oversize_declarations_are_refused_without_the_allocation(raw):
     """The pickle bomb's cousins: 35-byte packets declaring 500 MB of bytes, a string, 4 G list
     items; body memfds of 500 MB and 200 MB (sparse) declared whole. None is read; the peak RSS does not grow."""
-    before = raw.peak_rss()
+    before = raw.held.memory("VmHWM")
     head = b"\x83\xa2op\xa7prepare\xa2id\x01\xa4args"
     for tail in (b"\xc6\x1d\xcd\x65\x00", b"\xdb\x1d\xcd\x65\x00", b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff"):
         raw.send(head + tail + b"\0" * (35 - len(head) - len(tail)))
@@ -106,11 +97,11 @@ def test_oversize_declarations_are_refused_without_the_allocation(raw):
         raw.send(dumps({"body": size}), [fd])
     os.close(fd)
     raw.ping()
-    assert raw.peak_rss() - before < 50 << 20
+    assert raw.held.memory("VmHWM") - before < 50 << 20
 
 
 def test_unknown_ops_fields_and_values_get_invalid_argument(raw):
-    baseline = raw.fd_count()
+    baseline = raw.held.fds()
     pool = allocate_shared(64)
     good_model, _fds = codec.encode(codec.CALLS["prepare"], {"model": add_model(), "preference": 1})
     cases = [("bogus", {}), ("getMemories", {"burst": 1, "slots": []}),  # a call the service does not serve
@@ -174,7 +165,7 @@ def test_fuzzed_messages_leave_the_service_serving_with_its_fds(raw):
     rng = random.Random(1234)
     pool, q = allocate_shared(64), MessageQueue(8, 4)
     calls, _request = templates(q)
-    baseline, threads = raw.fd_count(), raw.thread_count()
+    baseline, threads = raw.held.fds(), raw.held.threads()
     with_fds = 0
     for k in range(FUZZ):
         op, plain, fds = rng.choice(calls)
@@ -189,10 +180,7 @@ def test_fuzzed_messages_leave_the_service_serving_with_its_fds(raw):
     raw.ping()
     assert with_fds > FUZZ // 3  # some with fds attached
     assert raw.settled_fd_count(baseline) == baseline
-    end = time.monotonic() + IDLE_WORKER_S + 10  # the wire's idle workers retire
-    while raw.thread_count() > threads and time.monotonic() < end:
-        time.sleep(0.1)
-    assert raw.thread_count() <= threads
+    assert raw.held.settles(baseline, threads, within_s=IDLE_WORKER_S + 10)  # the wire's idle workers retire
     # Still serving, end to end: the same socket as a BurstService client.
     svc = BurstService(raw.sock, raw.proc)
     st, prepared = svc.prepare(add_model())
@@ -204,7 +192,7 @@ def test_fuzzed_messages_leave_the_service_serving_with_its_fds(raw):
 
 def test_a_model_over_64_kib_rides_in_a_body_memfd(raw):
     """The big-message path end to end: 200 KiB of operand values cross in a memfd."""
-    baseline = raw.fd_count()
+    baseline = raw.held.fds()
     model = add_model()
     model.operandValues += bytes(200_000)
     svc = BurstService(raw.sock, raw.proc)
