@@ -18,9 +18,10 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from nngpu.ops import conv_kernels, pooling, resize
-from nngpu.ops._movement_util import pad_constant
-from nngpu.ops.conv_common import Window, pad_nhwc, window_view
+from nngpu.ops import pooling, resize
+from nngpu.ops.lib import conv_kernels
+from nngpu.ops.lib.layout import pad_constant
+from nngpu.ops.lib.conv_common import Window, pad_nhwc, window_view
 
 from .common import show_summary
 

@@ -16,7 +16,7 @@ from .hal.types import (DataLocation, FusedActivationFunc, Model_1_3, Operand, O
 from .modelutil import count_consumers
 from .named_model import NamedModel, io_tensor
 from .ops import load_all
-from .ops.dtypes import QUANT_TENSORS, dtype_of, is_tensor
+from .ops.lib.dtypes import QUANT_TENSORS, dtype_of, is_tensor
 from .ops.node import DataDependent, NeedsValue, OpNode
 from .ops.registry import OpContext, OpError, OpSpec, Signature, lookup
 from .validation import ValidationError, validate_model

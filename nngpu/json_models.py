@@ -28,7 +28,7 @@ from .hal.types import (
     SymmPerChannelQuantParams,
 )
 from .memory import Memory, allocate_shared
-from .ops.dtypes import DTYPES, dtype_of
+from .ops.lib.dtypes import DTYPES, dtype_of
 
 _LIFETIME = {
     "TEMPORARY_VARIABLE": OperandLifeTime.TEMPORARY_VARIABLE,
@@ -87,8 +87,10 @@ class TestCase:
         return bool(self.operand_types() & {OperandType.TENSOR_FLOAT16, OperandType.FLOAT16})
 
     def needs_1_3(self) -> bool:
-        """Whether the case goes through the 1.3 entry points (its folder or its contents)."""
-        return self.version.startswith("V1_3") or bool(self.raw.get("referenced")) or self.min_version == "V1_3" or \
+        """Whether the case goes through the 1.3 entry points (its folder or its contents); the
+        AIDL_V2 / AIDL_V3 cases do, through nngpu's extension of them (driver.device)."""
+        return self.version.startswith(("V1_3", "AIDL")) or bool(self.raw.get("referenced")) or \
+            self.min_version == "V1_3" or \
             any(t >= 95 and t != OperationType.OEM_OPERATION for t in self.operation_types()) or \
             bool(self.operand_types() & {OperandType.TENSOR_QUANT8_ASYMM_SIGNED, OperandType.SUBGRAPH})
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .hal.types import Model, Model_1_3, Operand, OperandLifeTime, Subgraph
-from .ops.dtypes import DTYPES, dtype_of, is_tensor
+from .ops.lib.dtypes import DTYPES, dtype_of, is_tensor
 
 
 def as_model_1_3(model: Model | Model_1_3) -> Model_1_3:

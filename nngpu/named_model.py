@@ -35,7 +35,7 @@ class IOTensor:
 
 def io_tensor(name: str, operand: Operand) -> IOTensor:
     """The IOTensor of a model input or output operand."""
-    from .ops.dtypes import dtype_of
+    from .ops.lib.dtypes import dtype_of
 
     return IOTensor(name, list(operand.dimensions), dtype_of(OperandType(operand.type)), operand.scale,
                     operand.zeroPoint)

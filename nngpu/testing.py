@@ -28,7 +28,7 @@ from .hal.types import (
     SymmPerChannelQuantParams,
 )
 from .memory import allocate_shared
-from .ops.dtypes import dtype_of, is_tensor
+from .ops.lib.dtypes import dtype_of, is_tensor
 
 
 @dataclass

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hal.types import OperandLifeTime, Subgraph
-from ..ops.dtypes import is_tensor
+from ..ops.lib.dtypes import is_tensor
 from ..ops.node import DataDependent, NeedsValue, OpNode
 from ..ops.registry import OpError, lookup
 from .interpreter import GraphRunner

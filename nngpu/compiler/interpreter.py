@@ -15,7 +15,7 @@ from ..backends.base import DeviceValue
 from ..hal.types import ErrorStatus, Model_1_3, OperandLifeTime, Subgraph
 from ..modelutil import read_constant
 from ..ops import load_all
-from ..ops.dtypes import dtype_of, is_tensor
+from ..ops.lib.dtypes import dtype_of, is_tensor
 from ..ops.registry import HalVersion, OpContext, OpError, lookup
 
 log = logging.getLogger("nngpu.interpreter")

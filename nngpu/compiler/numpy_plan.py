@@ -30,10 +30,9 @@ import numpy as np
 from .. import profiling
 from ..backends.base import DeviceValue
 from ..hal.types import ErrorStatus, Operand
-from ..ops.dtypes import dtype_of, is_tensor, nbytes
+from ..ops.lib.dtypes import dtype_of, is_tensor, nbytes
 from ..ops.node import DataDependent, NeedsValue
-from ..hal.types import OperationType as Op
-from ..ops.registry import Kernel, OpError
+from ..ops.registry import Alias, Kernel, OpError, lookup
 from .infer import Known, infer, initial_known, node_of
 from .interpreter import ExecutionError, GraphRunner
 from .memory_plan import first_fit
@@ -43,7 +42,6 @@ log = logging.getLogger("nngpu.numpy_plan")
 Shapes = tuple[tuple[int, ...] | None, ...]
 MAX_SHAPE_SETS = 8  # bound plans kept per model, one per set of input shapes seen
 ALIGN = 64          # buffer offsets: a cache line, which suits every dtype
-_VIEWS = {Op.RESHAPE, Op.SQUEEZE}  # their bound kernels return input 0 viewed (ops/shape.py)
 
 
 @dataclass(frozen=True)
@@ -175,9 +173,9 @@ def _step(runner: GraphRunner, k: int, known: Known, dynamic: bool) -> Step:
                 log.debug("operation %d (%s): not bound: %s", k, op.type.name, e)
             except Exception:  # a bind bug must not fail prepare: the reference still runs
                 log.exception("operation %d (%s): bind raised", k, op.type.name)
+    alias = lookup(op.type).alias if kernel is not None else Alias.NONE
     return Step(k, tuple(op.inputs), tuple(op.outputs), kernel, shapes, dtypes,
-                view=kernel is not None and op.type in _VIEWS,
-                in_place=kernel is not None and getattr(kernel, "in_place", False))
+                view=alias == Alias.VIEW, in_place=alias == Alias.IN_PLACE)
 
 
 def _owned(v: np.ndarray, arena: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from .. import profiling, progress
 from ..backends.base import Backend, DeviceValue, ProgramSet, compiling_for
 from ..hal.types import ErrorStatus
 from ..ir.storage import STORAGE_DTYPE
-from ..ops.dtypes import dtype_of
+from ..ops.lib.dtypes import dtype_of
 from .capture import Run, split_runs
 from .infer import Known, initial_known
 from .interpreter import ExecutionError, GraphRunner

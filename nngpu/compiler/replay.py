@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..ops.dtypes import dtype_of, nbytes
+from ..ops.lib.dtypes import dtype_of, nbytes
 from .capture import Run
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..hal.types import BufferDesc, BufferRole, Operand
 from ..modelutil import merge_dims
-from ..ops.dtypes import is_tensor
+from ..ops.lib.dtypes import is_tensor
 from .buffer import Role
 
 

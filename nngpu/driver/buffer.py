@@ -17,7 +17,7 @@ from ..hal.types import ErrorStatus, Operand
 from ..backends.base import DeviceValue
 from ..memory import Memory, MemoryError_
 from ..modelutil import fully_specified, merge_dims, nbytes_of
-from ..ops.dtypes import dtype_of, is_tensor
+from ..ops.lib.dtypes import dtype_of, is_tensor
 
 
 class BufferUsageError(Exception):

@@ -145,6 +145,13 @@ class Device(IDevice):
     # ---- preparation ----------------------------------------------------------------------
     @staticmethod
     def _validated(model, version: HalVersion) -> Model_1_3:
+        """The model, validated for an entry point of HAL `version`; this decides which versions
+        an entry point takes. A 1.0-1.2 entry point takes a model only when its version's rules
+        allow the model. The 1.3 entry points also take models that need the AIDL HAL versions 2
+        and 3 (NNAPI feature levels 6 and 7: BATCH_MATMUL, PACK, MIRROR_PAD, REVERSE, RESHAPE
+        of TENSOR_INT32, RSQRT of quantized tensors), which no HIDL version can name: an nngpu
+        extension, so that every HIDL-shaped path (getSupportedOperations_1_3, prepareModel_1_3,
+        its executions, bursts, the compilation cache, the service) runs them."""
         if version < HalVersion.V1_3 and not isinstance(model, Model):
             raise ValidationError("a 1.0-1.2 entry point needs a flat Model")
         if version == HalVersion.V1_3 and not isinstance(model, Model_1_3):
@@ -155,7 +162,7 @@ class Device(IDevice):
             raise
         except Exception as e:  # malformed structures are invalid arguments, not crashes
             raise ValidationError(f"malformed model: {type(e).__name__}: {e}") from e
-        if needed > version:
+        if needed > (max(HalVersion) if version == HalVersion.V1_3 else version):
             raise ValidationError(f"model needs HAL {needed.name}, called through {version.name}")
         return as_model_1_3(model)
 

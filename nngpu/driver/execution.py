@@ -26,7 +26,7 @@ from ..hal.types import (
 )
 from ..memory import MemoryError_
 from ..modelutil import fully_specified, merge_dims, nbytes_of
-from ..ops.dtypes import dtype_of, is_tensor
+from ..ops.lib.dtypes import dtype_of, is_tensor
 from ..validation import ValidationError, validate_request
 from .buffer import BufferUsageError
 from .deadline import deadline_ns, passed

@@ -1,4 +1,4 @@
-"""The reference's fixed-point primitives (nngpu/ops/quant.py) as device helpers, bit-exact:
+"""The reference's fixed-point primitives (nngpu/ops/lib/quant.py) as device helpers, bit-exact:
 int32 wrap-around, SaturatingRoundingDoublingHighMul, RoundingDivideByPOT and
 MultiplyByQuantizedMultiplier.
 

@@ -10,13 +10,13 @@ _lock = threading.Lock()
 
 
 def load_all() -> None:
-    """Import every module here once: op families register themselves, helper modules
-    (registry, dtypes, quant, *_common, *_utils) register nothing."""
+    """Import every family module here once: each registers its operations (registry and node
+    register nothing, and the shared helpers in lib/ are imported by the families that use them)."""
     global _loaded
     with _lock:
         if _loaded:
             return
         for info in pkgutil.iter_modules(__path__):
-            if not info.name.startswith("_"):
+            if not info.ispkg and not info.name.startswith("_"):
                 importlib.import_module(f"{__name__}.{info.name}")
         _loaded = True

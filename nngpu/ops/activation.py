@@ -19,12 +19,20 @@ from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Expr, clamp, fn
-from ._device import activation, floats
-from ._elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
-from .dtypes import dtype_of, quant_range
-from .elementwise import (broadcast_two, check_rank, float_compute, in_place, np_clip, quant_params,
-                          same_type_sigs, validate_broadcast)
-from .quant import (
+from .lib import fixedpoint as fp
+from .lib.broadcast import (
+    broadcast_two,
+    check_rank,
+    float_compute,
+    np_clip,
+    quant_params,
+    same_type_sigs,
+    validate_broadcast,
+)
+from .lib.device import activation, floats
+from .lib.dtypes import dtype_of, quant_range
+from .lib.elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
+from .lib.quant import (
     INT32_MAX,
     QUANT8_TYPES,
     activation_range_quant,
@@ -32,10 +40,9 @@ from .quant import (
     quantize_multiplier,
     rounding_divide_by_pot,
 )
-from . import fixedpoint as fp
 from .node import OpNode
+from .registry import Alias, Kernel, OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 from .registry import HalVersion as V
-from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 
 _F32, _F16, _Q8, _Q8S = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 
@@ -80,7 +87,7 @@ def _relu_bind(act: Act):
         def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
             np_clip(ins[0], lo, hi, out=outs[0])
             return outs
-        return in_place(kernel)
+        return kernel
     return bind
 
 
@@ -101,10 +108,10 @@ def _float32_bind(kernel: Kernel) -> Callable[[OpNode], Kernel | None]:
 
 def _unary_spec(op: Op, types: list, reference: Callable, float_expr: Callable[[Expr], Expr],
                 validate: Callable | None = None, quant: Callable = table_of,
-                bind: Callable[[OpNode], Kernel | None] | None = None) -> OpSpec:
+                bind: Callable[[OpNode], Kernel | None] | None = None, alias: Alias = Alias.NONE) -> OpSpec:
     """An activation of one tensor: its float expression and quantized device implementation."""
     spec = register(OpSpec(op, same_type_sigs(types, 1), reference, validate=validate, shape=same_shape(0),
-                           pattern=Pattern.ELEMENTWISE, bind=bind))
+                           pattern=Pattern.ELEMENTWISE, bind=bind, alias=alias))
     spec.device(floats(0))(unary("float", float_expr, f"float_{op.name.lower()}"))
     spec.device(quantized)(quant)
     return spec
@@ -113,7 +120,7 @@ def _unary_spec(op: Op, types: list, reference: Callable, float_expr: Callable[[
 _RELU_TYPES = [(_F32, V.V1_0), (_Q8, V.V1_0), (_F16, V.V1_2), (_Q8S, V.V1_3)]
 for _op, _act in {Op.RELU: Act.RELU, Op.RELU1: Act.RELU1, Op.RELU6: Act.RELU6}.items():
     _unary_spec(_op, _RELU_TYPES, _relu_reference(_act), lambda x, _act=_act: activation(x, _act),
-                _validate_same_quant, _quant_relu(_act), _relu_bind(_act))
+                _validate_same_quant, _quant_relu(_act), _relu_bind(_act), Alias.IN_PLACE)
 
 
 def _rescaled_input(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -179,7 +186,6 @@ def _tanh(ctx: OpContext) -> list[np.ndarray]:
     return [y.astype(dtype_of(t))]
 
 
-@in_place
 def _logistic_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
     """_logistic's float expression, in place: 1 / (1 + exp(-x))."""
     y = outs[0]
@@ -190,16 +196,15 @@ def _logistic_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.
     return outs
 
 
-@in_place
 def _tanh_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
     np.tanh(ins[0], out=outs[0])
     return outs
 
 
 _unary_spec(Op.LOGISTIC, _RELU_TYPES, _logistic, lambda x: 1.0 / (1.0 + fn("exp", -x)),
-            _validate_out_quant(Op.LOGISTIC), bind=_float32_bind(_logistic_f32))
+            _validate_out_quant(Op.LOGISTIC), bind=_float32_bind(_logistic_f32), alias=Alias.IN_PLACE)
 _unary_spec(Op.TANH, [(_F32, V.V1_0), (_F16, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], _tanh, lambda x: fn("tanh", x),
-            _validate_out_quant(Op.TANH), bind=_float32_bind(_tanh_f32))
+            _validate_out_quant(Op.TANH), bind=_float32_bind(_tanh_f32), alias=Alias.IN_PLACE)
 
 
 # ---- PRELU ---------------------------------------------------------------------------------

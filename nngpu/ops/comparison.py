@@ -15,12 +15,12 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Expr, Tensor, const, fn
-from ._device import FLOATS, QUANT8, lookup
-from ._elementwise_device import INT32, input_type_in, per_element
-from .dtypes import dtype_of, quant_range
-from .elementwise import broadcast_two, float_compute, quant_params, same_type_sigs, validate_broadcast
+from .lib.broadcast import broadcast_two, float_compute, quant_params, same_type_sigs, validate_broadcast
+from .lib.device import FLOATS, QUANT8, lookup
+from .lib.dtypes import dtype_of, quant_range
+from .lib.elementwise_device import INT32, input_type_in, per_element
+from .lib.quant import QUANT8_TYPES, round_half_away
 from .node import OpNode
-from .quant import QUANT8_TYPES, round_half_away
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 

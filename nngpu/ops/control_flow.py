@@ -11,7 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..hal.types import ErrorStatus, LoopTimeoutDurationNs, Operand, OperandType as T, OperationType, Subgraph
+from ..hal.types import ErrorStatus, LoopTimeoutDurationNs, Operand, OperationType, Subgraph
+from ..hal.types import OperandType as T
 from .node import DataDependent
 from .registry import HalVersion, OpContext, OpError, OpSpec, register
 

@@ -1,5 +1,5 @@
 """CONV_2D, DEPTHWISE_CONV_2D and GROUPED_CONV_2D: parameters, geometry (the shape function),
-the reference (numpy kernels in conv_kernels.py) and the device implementations: a window sum
+the reference (numpy kernels in lib/conv_kernels.py) and the device implementations: a window sum
 per output element in float or in the reference's exact integer arithmetic with per-channel
 requantization, and im2col + GEMM for large float convolutions."""
 from __future__ import annotations
@@ -12,95 +12,32 @@ import numpy as np
 from ..hal.types import OperationType as Op
 from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Tensor, Var
 from ..ir.window import Image, inside, tap_col, tap_row, window
-from ._device import QUANT8, activation, floats
-from .conv_common import (
+from .lib.conv_common import (
     BOOL,
     CONV_TENSOR_CONFIGS,
     F32,
     I32,
     PC,
     TI32,
-    Padding,
     Window,
-    bool_arg,
     build_signatures,
-    check_activation,
-    check_explicit_pads,
     check_padding_below_filter,
-    check_steps,
     conv_requant_params,
     filter_scales,
-    int_arg,
-    is_bool_at,
     optional_forms,
     output_hw,
-    quant_scale_rule,
-    read_padding,
     requant_operands,
     requantize_device,
     resolve_window,
     window_geometry,
 )
-from .conv_kernels import depthwise_forward, finish, float_epilogue, grouped_forward, operands
+from .lib.conv_kernels import depthwise_forward, finish, float_epilogue, grouped_forward, operands
+from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
+from .lib.device import QUANT8, activation, floats
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
 
-
-@dataclass
-class ConvParams:
-    pad: Padding
-    stride_w: int
-    stride_h: int
-    activation: int
-    nchw: bool
-    dil_w: int = 1
-    dil_h: int = 1
-    groups: int = 1          # GROUPED_CONV_2D
-    multiplier: int = 1      # DEPTHWISE_CONV_2D
-
-
 # --- parameter parsing (input positions per the spec) ---------------------------------------
-
-def _checked(p: ConvParams, transpose: bool = False) -> ConvParams:
-    """Value rules that need no shapes, so validation can apply them to constant scalars."""
-    check_steps(p.stride_h, p.stride_w, p.dil_h, p.dil_w)
-    check_explicit_pads(p.pad, allow_negative_tail=transpose)
-    return p
-
-
-def _conv_params(ctx: OpContext) -> ConvParams:
-    explicit = not (ctx.num_inputs == 7 or is_bool_at(ctx, 7))
-    pad, k = read_padding(ctx, 3, explicit)
-    return _checked(ConvParams(pad, int_arg(ctx, k), int_arg(ctx, k + 1), check_activation(int_arg(ctx, k + 2)),
-                               bool_arg(ctx, k + 3), int_arg(ctx, k + 4, 1), int_arg(ctx, k + 5, 1)))
-
-
-def _depthwise_params(ctx: OpContext) -> ConvParams:
-    explicit = not (ctx.num_inputs == 8 or is_bool_at(ctx, 8))
-    pad, k = read_padding(ctx, 3, explicit)
-    p = ConvParams(pad, int_arg(ctx, k), int_arg(ctx, k + 1), check_activation(int_arg(ctx, k + 3)),
-                   bool_arg(ctx, k + 4), int_arg(ctx, k + 5, 1), int_arg(ctx, k + 6, 1))
-    p.multiplier = int_arg(ctx, k + 2)
-    if p.multiplier <= 0:
-        raise OpError(f"depth multiplier must be positive, got {p.multiplier}")
-    return _checked(p)
-
-
-def _grouped_params(ctx: OpContext) -> ConvParams:
-    pad, k = read_padding(ctx, 3, ctx.num_inputs != 9)
-    p = ConvParams(pad, int_arg(ctx, k), int_arg(ctx, k + 1), check_activation(int_arg(ctx, k + 3)),
-                   bool_arg(ctx, k + 4))
-    p.groups = int_arg(ctx, k + 2)
-    if p.groups <= 0:
-        raise OpError(f"number of groups must be positive, got {p.groups}")
-    return _checked(p)
-
-
-def _transpose_params(ctx: OpContext) -> ConvParams:
-    implicit = ctx.num_inputs == 9
-    pad, k = read_padding(ctx, 4 if implicit else 3, not implicit)
-    return _checked(ConvParams(pad, int_arg(ctx, k), int_arg(ctx, k + 1), check_activation(int_arg(ctx, k + 2)),
-                               bool_arg(ctx, k + 3)), transpose=True)
 
 
 @dataclass(frozen=True)
@@ -199,32 +136,6 @@ def _bind(kind: str):
 
 
 # --- validation -------------------------------------------------------------------------------
-
-def _scalars_known(ctx: OpContext, first: int) -> bool:
-    return all(ctx.values[i] is not None or ctx.is_omitted(i) for i in range(first, ctx.num_inputs))
-
-
-def _make_validate(parse, channel_dim: int, scale_rule: bool):
-    def validate(ctx: OpContext) -> None:
-        f_op = ctx.in_operand(1)
-        if f_op.type == PC:
-            cq = f_op.extraParams.channelQuant if f_op.extraParams else None
-            if cq is None or cq.channelDim != channel_dim:
-                raise OpError(f"per-channel filter must use channelDim {channel_dim}")
-            dims = f_op.dimensions
-            if len(dims) == 4 and dims[channel_dim] and len(cq.scales) != dims[channel_dim]:
-                raise OpError("per-channel scale count does not match the filter's channels")
-        in_rank, f_rank = len(ctx.in_operand(0).dimensions), len(f_op.dimensions)
-        if (in_rank and in_rank != 4) or (f_rank and f_rank != 4):
-            raise OpError("input and filter must be 4-D")
-        if channel_dim == 3 and f_rank == 4 and f_op.dimensions[0] not in (0, 1):
-            raise OpError("depthwise filter must have first dimension 1")
-        if scale_rule:
-            quant_scale_rule(ctx)
-        first = 4 if parse is _transpose_params and ctx.num_inputs == 9 else 3
-        if _scalars_known(ctx, first):
-            parse(ctx)
-    return validate
 
 
 # --- device implementations --------------------------------------------------------------------
@@ -355,12 +266,12 @@ _DEPTHWISE_FORMS = (optional_forms([I32] * 8, HalVersion.V1_0, [[BOOL], [I32, I3
 _GROUPED_FORMS = [([I32] * 8 + [BOOL], HalVersion.V1_2), ([I32] * 5 + [BOOL], HalVersion.V1_2)]
 
 for _op, _kind, _forms, _parse, _channel_dim in (
-        (Op.CONV_2D, "conv", _CONV_FORMS, _conv_params, 0),
-        (Op.DEPTHWISE_CONV_2D, "depthwise", _DEPTHWISE_FORMS, _depthwise_params, 3),
-        (Op.GROUPED_CONV_2D, "grouped", _GROUPED_FORMS, _grouped_params, 0)):
+        (Op.CONV_2D, "conv", _CONV_FORMS, conv_params, 0),
+        (Op.DEPTHWISE_CONV_2D, "depthwise", _DEPTHWISE_FORMS, depthwise_params, 3),
+        (Op.GROUPED_CONV_2D, "grouped", _GROUPED_FORMS, grouped_params, 0)):
     _spec = register(OpSpec(_op, build_signatures(CONV_TENSOR_CONFIGS, _forms),
                             lambda ctx, _kind=_kind: _forward(ctx, _kind),
-                            _make_validate(_parse, _channel_dim, _kind != "grouped"),
+                            make_validate(_parse, _channel_dim, _kind != "grouped"),
                             shape=_shape(_kind), params=_parse, pattern=Pattern.REDUCTION, bind=_bind(_kind)))
     _spec.device(floats(0, 1, 2))(_float_conv(_kind))
     _spec.device(_quant_filter)(_quant_conv(_kind))

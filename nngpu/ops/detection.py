@@ -13,12 +13,11 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from . import box_utils as bu
-from .box_utils import F32, FLOATS, I32T, Q8, Q8S, Q16A, Q16S, QUANTS, require
-from .registry import HalVersion as V
+from .lib import boxes as bu
+from .lib.boxes import F32, FLOATS, I32T, Q8, Q8S, Q16A, Q16S, QUANTS, require
 from .node import DataDependent
+from .registry import HalVersion as V
 from .registry import OpContext, OpSpec, register, sig
-
 
 # ================================================================ AXIS_ALIGNED_BBOX_TRANSFORM
 

@@ -1,5 +1,5 @@
 """Binary arithmetic: ADD, SUB, MUL, DIV, POW with broadcasting (and, but for POW, a fused
-activation); also the reference helpers the elementwise families share.
+activation). The reference helpers the elementwise families share are in lib/broadcast.py.
 
 Quantized kernels follow the reference (AOSP CpuExecutor / TFLite) bit-exactly: ADD and SUB
 rescale both inputs to a common fixed-point scale with a 20-bit left shift, SUB negates the
@@ -14,22 +14,26 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-try:  # the ufunc np.clip calls, without its Python wrapper (2 µs a call)
-    from numpy._core.umath import clip as np_clip
-except ImportError:  # numpy 1.x
-    from numpy.core.umath import clip as np_clip
-
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Expr, fn
-from ._device import activation, floats
-from ._elementwise_device import INT32, clamped, input_type_in, per_element, quantized, rescale, wrap_int
-from .dtypes import dtype_of
-from .node import OpNode
-from .quant import (
+from .lib.broadcast import (
+    activation_of,
+    broadcast_two,
+    check_rank,
+    f32,
+    float_compute,
+    np_clip,
+    quant_params,
+    same_type_sigs,
+    validate_broadcast,
+)
+from .lib.device import activation, floats
+from .lib.dtypes import dtype_of
+from .lib.elementwise_device import INT32, clamped, input_type_in, per_element, quantized, rescale, wrap_int
+from .lib.quant import (
     QUANT8_TYPES,
-    VALID_ACTIVATIONS,
     activation_range_float,
     activation_range_quant,
     apply_activation_float,
@@ -37,60 +41,11 @@ from .quant import (
     quantize_multiplier,
     wrap_int32,
 )
+from .node import OpNode
+from .registry import Alias, Kernel, OpContext, OpError, OpSpec, Pattern, register
 from .registry import HalVersion as V
-from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, broadcast_shapes, register, sig
 
-MAX_RANK = 4
 ADD_LEFT_SHIFT = 20  # the reference's fixed-point headroom of quantized ADD / SUB
-broadcast_two = broadcast_shapes(0, 1)
-
-
-# ---- shared helpers (also used by comparison, unary and activation) -------------------------
-def check_rank(ctx: OpContext, indexes, max_rank: int = MAX_RANK) -> None:
-    for i in indexes:
-        dims = ctx.in_operand(i).dimensions
-        if dims and len(dims) > max_rank:
-            raise OpError(f"input {i} has rank {len(dims)} > {max_rank}")
-
-
-def validate_broadcast(ctx: OpContext) -> None:
-    """Inputs 0 and 1 broadcast, when the model gives both shapes in full."""
-    a, b = ctx.in_operand(0).dimensions, ctx.in_operand(1).dimensions
-    if a and b and all(a) and all(b):
-        try:
-            np.broadcast_shapes(tuple(a), tuple(b))
-        except ValueError:
-            raise OpError(f"incompatible dimensions {list(a)} and {list(b)}") from None
-
-
-def activation_of(ctx: OpContext, i: int, int_tensor: bool = False) -> int:
-    act = ctx.scalar(i)
-    if act not in VALID_ACTIVATIONS:
-        raise OpError(f"invalid fused activation {act}")
-    if int_tensor and act != Act.NONE:
-        raise OpError("a TENSOR_INT32 operation needs fused activation NONE")
-    return int(act)
-
-
-def float_compute(x: np.ndarray) -> np.ndarray:
-    """float16 values are computed in float32 and rounded back on output."""
-    return x.astype(np.float32) if x.dtype == np.float16 else x
-
-
-def same_type_sigs(types: list[tuple[T, V]], n_tensors: int, extra: tuple[T, ...] = (),
-                   out: T | None = None) -> list:
-    """One signature per tensor type: n_tensors inputs of that type, then `extra` scalars."""
-    return [sig([t] * n_tensors + list(extra), [out if out is not None else t], v) for t, v in types]
-
-
-def quant_params(ctx: OpContext, i: int, out: bool = False) -> tuple[float, int]:
-    o = ctx.out_operand(i) if out else ctx.in_operand(i)
-    return float(o.scale), int(o.zeroPoint)
-
-
-def f32(x: float) -> float:
-    """A scale as the reference reads it: a float32, widened to double."""
-    return float(np.float32(x))
 
 
 # ---- quantized parameters (the reference's, shared by its kernel and the device's) ---------
@@ -186,14 +141,6 @@ def _binary_reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
     return lambda ctx: [_binary(ctx, op)(ctx.input(0), ctx.input(1))]
 
 
-def in_place(kernel: Kernel) -> Kernel:
-    """Marks a bound kernel whose outputs may be its inputs' arrays: it reads each input element
-    no later than it writes that element's output (ufuncs into out=), so the numpy plan
-    (compiler/numpy_plan.py) may write it over an input that dies there."""
-    kernel.in_place = True  # type: ignore[attr-defined]
-    return kernel
-
-
 def _binary_bind(op: Op) -> Callable[[OpNode], Kernel]:
     def bind(node: OpNode) -> Kernel:
         run = _binary(node, op)
@@ -201,13 +148,13 @@ def _binary_bind(op: Op) -> Callable[[OpNode], Kernel]:
             return lambda ins, outs: [run(ins[0], ins[1])]
         f, act = _FLOAT[op], activation_of(node, 2)
         if act == Act.NONE:
-            return in_place(lambda ins, outs: [f(ins[0], ins[1], out=outs[0])])
+            return lambda ins, outs: [f(ins[0], ins[1], out=outs[0])]
         lo, hi = activation_range_float(act)
 
         def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
             np_clip(f(ins[0], ins[1], out=outs[0]), lo, hi, out=outs[0])  # apply_activation_float, in place
             return outs
-        return in_place(kernel)
+        return kernel
     return bind
 
 
@@ -300,7 +247,8 @@ _QUANT_DEVICE = {Op.ADD: _quant_add_sub(Op.ADD), Op.SUB: _quant_add_sub(Op.SUB),
 for _op, _types in _TYPES.items():
     _spec = register(OpSpec(_op, same_type_sigs(_types, 2, (T.INT32,)), _binary_reference(_op),
                             validate=_validate_mul if _op == Op.MUL else _validate_binary,
-                            shape=broadcast_two, pattern=Pattern.ELEMENTWISE, bind=_binary_bind(_op)))
+                            shape=broadcast_two, pattern=Pattern.ELEMENTWISE, bind=_binary_bind(_op),
+                            alias=Alias.IN_PLACE))
     _spec.device(floats(0, 1))(_float_binary(_op))
     _spec.device(input_type_in(INT32, 0, 1))(_int32_binary(_op))
     if _op in _QUANT_DEVICE:

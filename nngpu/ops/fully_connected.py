@@ -11,8 +11,7 @@ import numpy as np
 
 from ..hal.types import OperationType as Op
 from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Var
-from ._device import activation, floats
-from .conv_common import (
+from .lib.conv_common import (
     F16,
     F32,
     I32,
@@ -30,6 +29,7 @@ from .conv_common import (
     requantize,
     requantize_device,
 )
+from .lib.device import activation, floats
 from .node import OpNode
 from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import V, same_quant
+from .lib.layout import V, same_quant
 from .registry import OpContext, OpError, OpSpec, register, sig
 
 

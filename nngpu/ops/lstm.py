@@ -17,8 +17,8 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType
+from .lib.recurrent import Shape, activate, aux_input, check_activation, sequence_input
 from .registry import HalVersion, OpContext, OpError, OpSpec, register, sig
-from .rnn import Shape, activate, aux_input, check_activation, sequence_input
 
 F32, F16 = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16
 LAYER_NORM_EPSILON = 1e-8

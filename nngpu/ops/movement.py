@@ -4,7 +4,7 @@ requantization of quantized inputs whose scale / zeroPoint differ from the outpu
 
 Each operation's parameters are parsed once, by helpers its shape function and its reference
 share. On the device, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, TILE and CHANNEL_SHUFFLE are the
-reference's own index map (_movement_device.index_map); CONCATENATION (a table per input to
+reference's own index map (lib/index_map.py); CONCATENATION (a table per input to
 requantize), PAD / PAD_V2 and GATHER (indices known at compile time) have closed forms."""
 from __future__ import annotations
 
@@ -16,14 +16,27 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Coords, Expr, Tensor
 from ..ir.tensor import View
-from ._device import COPYABLE, lookup, types_in
-from ._movement_device import copyable, index_map, padded, require_nonempty, stored_constant
-from ._movement_util import (CORE4, CORE4_I32, QUANT8, V, Variadic, check_shape_rank, int_vector, norm_axis,
-                             nonzero_quant8_offset_needs_v1_2, pad_constant, register_injective, rules, typed,
-                             zero_value)
-from .dtypes import dtype_of, quant_range
+from .lib.device import COPYABLE, lookup, types_in
+from .lib.dtypes import dtype_of, quant_range
+from .lib.index_map import copyable, index_map, padded, require_nonempty, stored_constant
+from .lib.layout import (
+    CORE4,
+    CORE4_I32,
+    QUANT8,
+    V,
+    Variadic,
+    check_shape_rank,
+    int_vector,
+    nonzero_quant8_offset_needs_v1_2,
+    norm_axis,
+    pad_constant,
+    register_injective,
+    rules,
+    typed,
+    zero_value,
+)
+from .lib.quant import round_half_away
 from .node import OpNode
-from .quant import round_half_away
 from .registry import Kernel, OpContext, OpError, sig
 
 Shape = tuple[int, ...]

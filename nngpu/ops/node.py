@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from ..hal.types import Operand, Operation
-from .dtypes import is_tensor
+from .lib.dtypes import is_tensor
 from .registry import HalVersion, OpContext, OpError, OpSpec
 
 if TYPE_CHECKING:

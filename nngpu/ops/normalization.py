@@ -18,13 +18,13 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, broadcast, clamp, fn, reduce_sum
 from ..ir import fixedpoint as fx
-from . import _reduce_device as rd
-from ._device import QUANT8, floats, types_in
-from .dtypes import quant_range
-from .fixedpoint import clz32, fp_mul, sat_shift_left
+from .lib import reduce_device as rd
+from .lib.axes import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
+from .lib.device import QUANT8, floats, types_in
+from .lib.dtypes import quant_range
+from .lib.fixedpoint import clz32, fp_mul, sat_shift_left
+from .lib.quant import INT32_MAX, multiply_by_quantized_multiplier, rounding_divide_by_pot, wrap_int32
 from .node import OpNode
-from .quant import INT32_MAX, multiply_by_quantized_multiplier, rounding_divide_by_pot, wrap_int32
-from .reduce import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 

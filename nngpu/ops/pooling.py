@@ -14,9 +14,7 @@ import numpy as np
 from ..hal.types import OperationType as Op
 from ..ir import Acc, Compute, Const, Coords, Expr, Reduce, clamp, fn
 from ..ir.window import Image, window
-from ._device import QUANT8, activation, floats, types_in
-from .dtypes import quant_range
-from .conv_common import (
+from .lib.conv_common import (
     BOOL,
     F16,
     F32,
@@ -24,6 +22,7 @@ from .conv_common import (
     Q8,
     S8,
     Padding,
+    Window,
     bool_arg,
     check_activation,
     check_explicit_pads,
@@ -40,12 +39,13 @@ from .conv_common import (
     resolve_window,
     tap,
     to_nhwc,
-    Window,
     window_geometry,
     window_valid_mask,
     window_view,
 )
-from .quant import activation_range_quant
+from .lib.device import QUANT8, activation, floats, types_in
+from .lib.dtypes import quant_range
+from .lib.quant import activation_range_quant
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
 

@@ -13,12 +13,12 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Expr, Tensor, const, fn
-from ._device import FLOATS, QUANT8
-from ._elementwise_device import clamped, input_type_in, per_element, table_of
-from .dtypes import dtype_of, quant_range
-from .elementwise import check_rank
+from .lib.broadcast import check_rank
+from .lib.device import FLOATS, QUANT8
+from .lib.dtypes import dtype_of, quant_range
+from .lib.elementwise_device import clamped, input_type_in, per_element, table_of
+from .lib.quant import round_half_away
 from .node import OpNode
-from .quant import round_half_away
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hal.types import OperandLifeTime
+from ..hal.types import OperandLifeTime, OperationType
 from ..hal.types import OperandType as T
-from ..hal.types import OperationType
-from .quant import (
+from .lib.fixedpoint_int16 import fx_logistic, fx_tanh
+from .lib.quant import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     round_half_away,
@@ -31,7 +31,6 @@ from .quant import (
     saturating_rounding_doubling_high_mul,
     wrap_int32,
 )
-from .quantized_16bit_lstm import fx_logistic, fx_tanh
 from .registry import HalVersion, OpContext, OpError, OpSpec, register, sig
 
 # ---- operand layout ------------------------------------------------------------------------

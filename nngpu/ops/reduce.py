@@ -19,43 +19,15 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Acc, Compute, Const, Expr, Loop, Reduce, reduce_sum
-from ._device import COPYABLE, types_in
-from ._reduce_device import extreme, float_sum, reduced_count, reduced_slice
+from .lib.axes import MAX_RANK, check_max_rank, resolve_axis
+from .lib.device import COPYABLE, types_in
+from .lib.reduce_device import extreme, float_sum, reduced_count, reduced_slice
 from .node import OpNode
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, Pattern, register, sig
 
-MAX_RANK = 4
 _F32, _F16, _Q8, _Q8S, _B8 = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM,
                               T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_BOOL8)
-
-
-# ---- shared axis helpers -------------------------------------------------------------------
-def resolve_axis(axis: int, rank: int) -> int:
-    """A single axis in [-rank, rank) as a non-negative index."""
-    if not -rank <= axis < rank:
-        raise OpError(f"axis {axis} out of range for rank {rank}")
-    return axis % rank
-
-
-def check_max_rank(ctx: OpContext, i: int = 0, max_rank: int = MAX_RANK) -> None:
-    dims = ctx.in_operand(i).dimensions
-    if dims and len(dims) > max_rank:
-        raise OpError(f"input {i} has rank {len(dims)} > {max_rank}")
-
-
-def ranks_before_v1_2(ctx: OpContext, ranks: tuple[int, ...]) -> None:
-    """Model rule: before HAL 1.2 input 0 must have one of `ranks` (validation raises the version)."""
-    dims = ctx.in_operand(0).dimensions
-    if dims and ctx.version < V.V1_2 and len(dims) not in ranks:
-        raise OpError(f"rank {len(dims)} needs HAL version 1.2")
-
-
-def const_scalar(ctx: OpContext, i: int):
-    """Input i as a Python scalar when it is known (constant at validation time), else None."""
-    if i >= ctx.num_inputs or ctx.values[i] is None:
-        return None
-    return ctx.values[i].reshape(-1)[0].item()
 
 
 # ---- reduction kernels ---------------------------------------------------------------------

@@ -20,10 +20,17 @@ T = OperandType
 
 
 class HalVersion(IntEnum):
+    """The HAL version a model needs: the HIDL 1.0-1.3 versions (NNAPI feature levels 1-4) and,
+    past them, the AIDL HAL versions whose feature levels added operations (value 9 + level).
+    No HIDL entry point can name an AIDL version; driver.device documents how the 1.3 ones
+    take such models as an nngpu extension."""
+
     V1_0 = 10
     V1_1 = 11
     V1_2 = 12
     V1_3 = 13
+    AIDL_V2 = 15  # feature level 6: BATCH_MATMUL, PACK, RESHAPE of TENSOR_INT32
+    AIDL_V3 = 16  # feature level 7: MIRROR_PAD, REVERSE, RSQRT of quantized tensors
 
 
 class OpError(Exception):
@@ -145,6 +152,17 @@ Validate = Callable[[OpContext], None]
 ShapeFn = Callable[["OpNode"], list[tuple[int, ...]]]
 
 
+class Alias(IntEnum):
+    """Whether output 0 may live in an input's bytes, which the plans' buffer assignment reads:
+    VIEW, it is input 0's bytes under another shape (RESHAPE); IN_PLACE, it may be written over
+    an input of its own shape and dtype that dies there, because every implementation reads each
+    input element no later than it writes that element's output (ufuncs into out=)."""
+
+    NONE = 0
+    VIEW = 1
+    IN_PLACE = 2
+
+
 class Pattern(IntEnum):
     """How an operation's outputs relate to its inputs, which decides what fusion may do:
     ELEMENTWISE and INJECTIVE outputs (each element from one element of each input, or a
@@ -189,6 +207,7 @@ class OpSpec:
     params: Callable[[OpContext], object] | None = None
     pattern: Pattern = Pattern.OPAQUE
     foldable: bool = True                 # False: never computed ahead of time (random, control flow)
+    alias: Alias = Alias.NONE             # output 0 in an input's bytes (above)
     # The numpy plan's fast path (compiler/numpy_plan.py), optional: called once at prepare with
     # an OpNode whose constants and operand shapes are all known, it returns a Kernel computing
     # exactly the reference's values, or None (the operation then runs `reference`). The Kernel
@@ -263,4 +282,6 @@ def introduced_in(op_type: int) -> HalVersion:
         return HalVersion.V1_1
     if op_type < 95:
         return HalVersion.V1_2
-    return HalVersion.V1_3
+    if op_type < 102:
+        return HalVersion.V1_3
+    return HalVersion.AIDL_V2 if op_type < 104 else HalVersion.AIDL_V3

@@ -23,10 +23,10 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Expr, clamp, fn
 from ..ir.window import Image
-from ._device import COPYABLE, FLOATS, types_in
-from ._movement_util import QUANT8, V, from_nhwc, layout_dims, nhwc_dims, rules, to_nhwc
-from ._reduce_device import mul_rn
-from .dtypes import quant_range
+from .lib.device import COPYABLE, FLOATS, types_in
+from .lib.dtypes import quant_range
+from .lib.layout import QUANT8, V, from_nhwc, layout_dims, nhwc_dims, rules, to_nhwc
+from .lib.reduce_device import mul_rn
 from .node import OpNode
 from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
 

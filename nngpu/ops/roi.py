@@ -15,13 +15,12 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from . import box_utils as bu
-from .box_utils import F32, FLOATS, I32T, Q8, Q8S, Q16A, QUANTS, require
-from .dtypes import quant_range
-from .quant import multiply_by_quantized_multiplier, quantize_multiplier_smaller_than_one, round_half_away
+from .lib import boxes as bu
+from .lib.boxes import F32, FLOATS, I32T, Q8, Q8S, Q16A, QUANTS, require
+from .lib.dtypes import quant_range
+from .lib.quant import multiply_by_quantized_multiplier, quantize_multiplier_smaller_than_one, round_half_away
 from .registry import HalVersion as V
 from .registry import OpContext, OpSpec, register, sig
-
 
 # ================================================================ shared ROI plumbing
 

@@ -18,9 +18,9 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Acc, Compute, Const, Coords, Expr, Reduce, reduce_sum
-from . import _reduce_device as rd
+from .lib import reduce_device as rd
+from .lib.axes import const_scalar, resolve_axis
 from .node import OpNode
-from .reduce import const_scalar, resolve_axis
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, Pattern, register, sig
 

@@ -1,13 +1,13 @@
-"""Shape-only operations: RESHAPE, SQUEEZE, EXPAND_DIMS (the data is unchanged), RANK, FILL."""
+"""Shape-only operations: RESHAPE, SQUEEZE, EXPAND_DIMS (the data is unchanged), RANK, FILL.
+RESHAPE of TENSOR_INT32 is new in NNAPI feature level 6 (AIDL HAL version 2)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ._movement_util import CORE4, CORE4_I32, V, check_rank, check_shape_rank, int_vector, rules, typed
-from ..ir.tensor import View
-from .registry import Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
+from .lib.layout import CORE4, CORE4_I32, V, check_rank, check_shape_rank, int_vector, rules, typed
+from .registry import Alias, Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
 
 
 def resolve_shape(n_elements: int, shape: np.ndarray) -> tuple[int, ...]:
@@ -96,10 +96,6 @@ def _fill(ctx: OpContext) -> list[np.ndarray]:
     return [np.full(_fill_shape(ctx)[0], ctx.input(1).reshape(()))]
 
 
-def _view(node, ins):
-    return View(0)
-
-
 def _view_bind(node) -> Kernel:
     """The numpy plan's RESHAPE / SQUEEZE: the input viewed in the output's static shape."""
     check_shape_rank(node.in_shape(0), 0, 4, "input")
@@ -107,14 +103,15 @@ def _view_bind(node) -> Kernel:
     return lambda ins, outs: [ins[0].reshape(shape)]
 
 
-for _op, _ref, _shape, _types, _since in ((Op.RESHAPE, _reshape, _reshape_shape, CORE4, V.V1_0),
+_RESHAPE_TYPES = CORE4 + ((T.TENSOR_INT32, V.AIDL_V2),)
+for _op, _ref, _shape, _types, _since in ((Op.RESHAPE, _reshape, _reshape_shape, _RESHAPE_TYPES, V.V1_0),
                                           (Op.SQUEEZE, _squeeze, _squeeze_shape, CORE4, V.V1_1)):
     register(OpSpec(_op, [sig([t, T.TENSOR_INT32], [t], v) for t, v in typed(_types, _since)], _ref, rules(),
-                    shape=_shape, pattern=Pattern.INJECTIVE, bind=_view_bind)).device()(_view)
+                    shape=_shape, pattern=Pattern.INJECTIVE, bind=_view_bind, alias=Alias.VIEW))
 
 register(OpSpec(Op.EXPAND_DIMS, [sig([t, T.INT32], [t], v) for t, v in typed(CORE4_I32, V.V1_2)],
                 _expand_dims, rules(max_rank=None, min_rank=1), shape=_expand_dims_shape,
-                pattern=Pattern.INJECTIVE)).device()(_view)
+                pattern=Pattern.INJECTIVE, alias=Alias.VIEW))
 
 _RANK_TYPES = (T.TENSOR_FLOAT16, T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_QUANT8_ASYMM,
                T.TENSOR_QUANT16_SYMM, T.TENSOR_BOOL8, T.TENSOR_QUANT8_SYMM_PER_CHANNEL,

@@ -20,13 +20,13 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, clamp, fn, reduce_sum
 from ..ir import fixedpoint as fx
-from . import _reduce_device as rd
-from ._device import QUANT8, floats, types_in
-from .dtypes import quant_range
-from .fixedpoint import clz32, exp_on_negative_values, fp_mul, one_over_one_plus_x_for_x_in_0_1
+from .lib import reduce_device as rd
+from .lib.axes import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
+from .lib.device import QUANT8, floats, types_in
+from .lib.dtypes import quant_range
+from .lib.fixedpoint import clz32, exp_on_negative_values, fp_mul, one_over_one_plus_x_for_x_in_0_1
+from .lib.quant import quantize_multiplier_greater_than_one, rounding_divide_by_pot, wrap_int32
 from .node import OpNode
-from .quant import quantize_multiplier_greater_than_one, rounding_divide_by_pot, wrap_int32
-from .reduce import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
 from .registry import HalVersion as V
 from .registry import OpContext, OpError, OpSpec, Pattern, register, same_shape, sig
 

@@ -3,7 +3,7 @@ DEPTH_TO_SPACE, SPACE_TO_DEPTH. Each is a reshape-transpose-reshape on the NHWC 
 inputs (the optional layout flag, since 1.2) are transposed to NHWC and back. Shape functions
 and references share one parameter parser per operation. On the device BATCH_TO_SPACE_ND,
 DEPTH_TO_SPACE and SPACE_TO_DEPTH are the reference's own index map
-(_movement_device.index_map); SPACE_TO_BATCH_ND reads a zero-padded view of its input."""
+(lib/index_map.py); SPACE_TO_BATCH_ND reads a zero-padded view of its input."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,13 +12,26 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Coords, Expr, Tensor
 from ..ir.window import Image
-from ._movement_device import copyable, index_map, padded, require_nonempty, stored_constant
-from ._movement_util import (CORE4, V, check_shape_rank, from_nhwc, int_vector, layout_dims, nchw_flag, nhwc_dims,
-                             nonzero_quant8_offset_needs_v1_2, pad_constant, register_injective, rules, to_nhwc,
-                             typed, zero_value)
+from .lib.index_map import copyable, index_map, padded, require_nonempty, stored_constant
+from .lib.layout import (
+    CORE4,
+    V,
+    check_shape_rank,
+    from_nhwc,
+    int_vector,
+    layout_dims,
+    nchw_flag,
+    nhwc_dims,
+    nonzero_quant8_offset_needs_v1_2,
+    pad_constant,
+    register_injective,
+    rules,
+    to_nhwc,
+    typed,
+    zero_value,
+)
 from .node import OpNode
 from .registry import OpContext, OpError, sig
-
 
 Dims = tuple[int, int, int, int]
 

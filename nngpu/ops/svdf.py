@@ -10,7 +10,7 @@ import numpy as np
 from ..hal.types import FusedActivationFunc as Act
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType
-from .quant import apply_activation_float
+from .lib.quant import apply_activation_float
 from .registry import HalVersion, OpContext, OpError, OpSpec, register, sig
 
 _ACTS = {int(a) for a in (Act.NONE, Act.RELU, Act.RELU1, Act.RELU6)}

@@ -10,10 +10,10 @@ import numpy as np
 from ..hal.types import OperationType as Op
 from ..ir import Acc, Compute, Coords, Loop, Reduce, Var
 from ..ir.window import Geometry, Image, transposed_window
-from ._device import activation, floats
-from .conv import _make_validate, _transpose_params
-from .conv_common import BOOL, CONV_TENSOR_CONFIGS, I32, TI32, build_signatures, implicit_padding
-from .conv_kernels import finish, operands
+from .lib.conv_common import BOOL, CONV_TENSOR_CONFIGS, I32, TI32, build_signatures, implicit_padding
+from .lib.conv_kernels import finish, operands
+from .lib.conv_params import make_validate, transpose_params
+from .lib.device import activation, floats
 from .node import OpNode
 from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register
 
@@ -89,7 +89,7 @@ def _reference(ctx: OpContext) -> list[np.ndarray]:
 
 _FORMS = [([I32] * 7 + [BOOL], HalVersion.V1_2), ([TI32] + [I32] * 4 + [BOOL], HalVersion.V1_2)]
 SPEC = register(OpSpec(Op.TRANSPOSE_CONV_2D, build_signatures(CONV_TENSOR_CONFIGS, _FORMS), _reference,
-                       _make_validate(_transpose_params, 0, False), shape=_shape, params=_transpose_params,
+                       make_validate(transpose_params, 0, False), shape=_shape, params=transpose_params,
                        pattern=Pattern.REDUCTION))
 
 

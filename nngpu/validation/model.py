@@ -1,6 +1,8 @@
 """Model rules (types.hal Model / Subgraph / Operand / Operation, 1.0-1.3): every failure raises
 ValidationError naming the subgraph, operand or operation index. `validate_model` returns the
-lowest HAL version whose rules (and enums) the model satisfies."""
+lowest HAL version whose rules (and enums) the model satisfies: V1_0 to V1_3, or AIDL_V2 /
+AIDL_V3 for what NNAPI feature levels 6 and 7 added (four operations, RESHAPE of TENSOR_INT32,
+RSQRT of quantized tensors)."""
 from __future__ import annotations
 
 from typing import Any

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..hal.types import OperandExtraParams, OperandLifeTime as L, OperandType as T, OperandTypeRange
 from ..modelutil import nbytes_of
-from ..ops.dtypes import is_tensor
+from ..ops.lib.dtypes import is_tensor
 from ..ops.registry import HalVersion
 from .checks import finite_positive, int32, is_int, location_fields, real, seq, uint32, uint32_list
 from .errors import ValidationError

@@ -27,11 +27,6 @@ def operation_type(x: Any, what: str) -> int:
     return int(x)
 
 
-def type_version(op_type: int) -> HalVersion:
-    # OEM_OPERATION is in the 1.0 enum; registry.introduced_in files it under 1.3 by its value.
-    return HalVersion.V1_0 if op_type == OperationType.OEM_OPERATION else introduced_in(op_type)
-
-
 def operand_indexes(op: Any, num_operands: int, what: str) -> tuple[list[int], list[int]]:
     try:
         inputs, outputs = op.inputs, op.outputs
@@ -49,10 +44,11 @@ def operand_indexes(op: Any, num_operands: int, what: str) -> tuple[list[int], l
 
 def check_signature(op: Any, op_type: int, operands: Sequence, what: str) -> HalVersion:
     """The version the operation's operand types need; unregistered types are unsupported, not
-    invalid, so only their enum version counts."""
+    invalid, so only their enum version counts (an AIDL one for BATCH_MATMUL, PACK, MIRROR_PAD
+    and REVERSE)."""
     spec = lookup(op_type)
     if spec is None:
-        return type_version(op_type)
+        return introduced_in(op_type)
     in_types = [operands[i].type for i in op.inputs]
     out_types = [operands[i].type for i in op.outputs]
     s = spec.match(in_types, out_types)
@@ -60,7 +56,7 @@ def check_signature(op: Any, op_type: int, operands: Sequence, what: str) -> Hal
         names = lambda ts: ",".join(getattr(t, "name", str(t)) for t in ts)  # noqa: E731
         raise ValidationError(f"{what} ({spec.type.name}): operand types ({names(in_types)}) -> "
                               f"({names(out_types)}) match no signature")
-    return max(s.version, type_version(op_type))
+    return max(s.version, introduced_in(op_type))
 
 
 def check_op_rules(op: Any, op_type: int, operands: Sequence, version: HalVersion,

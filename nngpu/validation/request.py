@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from ..hal.types import MemoryPool, Model, Model_1_3, Request
 from ..modelutil import as_model_1_3
-from ..ops.dtypes import is_tensor
+from ..ops.lib.dtypes import is_tensor
 from .checks import boolean, is_int, location_fields, memory_size, seq, uint32_list
 from .errors import ValidationError
 

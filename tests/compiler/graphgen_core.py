@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from nngpu.hal.types import (DataLocation, Model_1_3, Operand, OperandExtraParams, OperandLifeTime, Operation,
                              OperationType, SymmPerChannelQuantParams)
 from nngpu.ops import load_all
-from nngpu.ops.dtypes import dtype_of, quant_range
+from nngpu.ops.lib.dtypes import dtype_of, quant_range
 from nngpu.ops.registry import REGISTRY, HalVersion, OpContext, OpError
 from nngpu.validation import ValidationError, validate_model
 

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from nngpu.hal.types import OperationType
-from nngpu.ops.dtypes import quant_range
+from nngpu.ops.lib.dtypes import quant_range
 from nngpu.ops.registry import REGISTRY
 
 from .model_builder import T

@@ -16,7 +16,7 @@ from nngpu.hal.types import (DataLocation, ErrorStatus, MeasureTiming, Model_1_3
 from nngpu.memory import allocate_shared
 from nngpu.modelutil import count_consumers
 from nngpu.ops import load_all
-from nngpu.ops.dtypes import dtype_of, is_tensor
+from nngpu.ops.lib.dtypes import dtype_of, is_tensor
 
 load_all()  # the signature tables
 

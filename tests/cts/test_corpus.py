@@ -58,3 +58,14 @@ def test_corpus_case(cts_case, backend, paths):
     skipped = [r for r in records if r.result == "skipped"]
     if skipped:
         pytest.skip(skipped[0].detail)
+
+
+
+def test_the_default_sample_holds_every_spec_of_the_feature_level_folders():
+    """The sample is by hash; the AIDL_V2 / AIDL_V3 folders (feature levels 6 and 7) must still
+    have every spec file in it on numpy, and some cases on a device backend."""
+    cases = [c for c in load_cases(BUNDLED_CORPUS) if c.version.startswith("AIDL")]
+    assert len(cases) == 173
+    on_numpy = {p.values[0].spec for p in _params(False) if p.values[1] == "numpy"}
+    assert {c.spec for c in cases} <= on_numpy
+    assert any(in_device_sample(c) for c in cases)

@@ -15,7 +15,7 @@ from nngpu.driver.device import Device
 from nngpu.compiler.interpreter import GraphRunner
 from nngpu.hal import OperandType as T
 from nngpu.modelutil import as_model_1_3
-from nngpu.ops.dtypes import is_tensor
+from nngpu.ops.lib.dtypes import is_tensor
 from nngpu.testing import Value, output, run_op, scalar, single_op_model, tensor
 
 rng = np.random.default_rng(11)

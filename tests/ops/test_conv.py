@@ -354,7 +354,7 @@ def test_depthwise_zero_batch(c):
 
 
 def test_conv_im2col_in_row_blocks_matches_loop(monkeypatch):
-    from nngpu.ops import conv_kernels
+    from nngpu.ops.lib import conv_kernels
     monkeypatch.setattr(conv_kernels, "_IM2COL_BYTES", 1)       # one output row per GEMM, batch by batch
     x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
     f = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)

@@ -10,7 +10,7 @@ import pytest
 from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op
-from nngpu.ops import box_utils as bu
+from nngpu.ops.lib import boxes as bu
 from nngpu.ops import load_all
 from nngpu.ops.registry import HalVersion, OpContext, lookup
 from nngpu.testing import output, run_op, scalar, single_op_model, tensor

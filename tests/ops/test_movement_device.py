@@ -15,7 +15,7 @@ from nngpu.hal import OperandLifeTime as L
 from nngpu.hal import OperandType as T
 from nngpu.hal import OperationType as Op
 from nngpu.modelutil import as_model_1_3
-from nngpu.ops._movement_device import axis_digits, fit
+from nngpu.ops.lib.index_map import axis_digits, fit
 from nngpu.testing import output, run_model, run_op, single_op_model, tensor
 from .device_check import (F16, F32, Q8, S8, _device, _has_cupy, _nvrtc_compiles, check_on_device, data, flag,
                            fscalar, i32, placement, segments, vec)

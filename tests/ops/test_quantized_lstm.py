@@ -176,7 +176,7 @@ def test_empty_batch():
 def test_inverse_sqrt_multiplier(v):
     # the layer norm's 1/stddev as a (multiplier, shift) pair
     from nngpu.ops.quantized_lstm import _inv_sqrt
-    from nngpu.ops.quant import multiply_by_quantized_multiplier
+    from nngpu.ops.lib.quant import multiply_by_quantized_multiplier
     a, b = _inv_sqrt(np.array([v]))
     got = multiply_by_quantized_multiplier(np.array([1 << 30]), a, b)[0]
     assert abs(got / ((1 << 30) / np.sqrt(v)) - 1) < 1e-5

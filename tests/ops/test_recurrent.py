@@ -195,7 +195,7 @@ def test_quantized_16bit_lstm_example():
 
 
 def test_quantized_16bit_lstm_fixed_point_functions_track_float():
-    from nngpu.ops.quantized_16bit_lstm import fx_logistic, fx_tanh
+    from nngpu.ops.lib.fixedpoint_int16 import fx_logistic, fx_tanh
     raw = np.arange(-32768, 32768, 61)                # every Q3.12 region, both saturation ends
     np.testing.assert_allclose(fx_tanh(raw, 3) / 32768, np.tanh(raw / 4096), atol=5e-4)
     np.testing.assert_allclose(fx_logistic(raw, 3) / 32768, 1 / (1 + np.exp(-raw / 4096)), atol=5e-4)

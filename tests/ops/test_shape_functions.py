@@ -20,7 +20,7 @@ from nngpu.compiler.interpreter import ExecutionError, GraphRunner
 from nngpu.json_models import build_model, build_request, load_cases
 from nngpu.hal.types import OperandLifeTime
 from nngpu.modelutil import as_model_1_3
-from nngpu.ops.dtypes import dtype_of, is_tensor
+from nngpu.ops.lib.dtypes import dtype_of, is_tensor
 from nngpu.ops.node import DataDependent, NeedsValue, OpNode
 from nngpu.ops.registry import OpError, lookup
 

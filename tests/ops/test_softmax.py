@@ -11,7 +11,7 @@ from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op
 from nngpu.modelutil import as_model_1_3
-from nngpu.ops.dtypes import is_tensor
+from nngpu.ops.lib.dtypes import is_tensor
 from nngpu.ops.registry import HalVersion
 from nngpu.validation.model import validate_model
 from nngpu.testing import output, run_op, scalar, single_op_model, tensor

@@ -1,4 +1,5 @@
-"""The enums and constants of the NNAPI HAL types.hal 1.0-1.3, with the spec's names and values."""
+"""The enums and constants of the NNAPI HAL types.hal 1.0-1.3, with the spec's names and values,
+and the operations the AIDL HAL (OperationType.aidl) added after them."""
 from __future__ import annotations
 
 from enum import IntEnum
@@ -139,11 +140,18 @@ class OperationType(IntEnum):
     HARD_SWISH = 99
     FILL = 100
     RANK = 101
+    # AIDL HAL version 2 (NNAPI feature level 6)
+    BATCH_MATMUL = 102
+    PACK = 103
+    # AIDL HAL version 3 (NNAPI feature level 7)
+    MIRROR_PAD = 104
+    REVERSE = 105
     OEM_OPERATION = 10000
 
 
 class OperationTypeRange(IntEnum):
-    """1.3 values; FUNDAMENTAL_MAX was 94 in 1.2."""
+    """1.3 values; FUNDAMENTAL_MAX was 94 in 1.2. The AIDL HAL has no range enum: its operations
+    102-105 lie past this HIDL FUNDAMENTAL_MAX."""
 
     BASE_MIN = 0
     FUNDAMENTAL_MIN = 0

@@ -7,12 +7,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..hal.types import FusedActivationFunc as Act
-from ..hal.types import OperandType as T
-from ..ir import Compute, Expr, Tensor, clamp
+from ...hal.types import FusedActivationFunc as Act
+from ...hal.types import OperandType as T
+from ...ir import Compute, Expr, Tensor, clamp
+from ..node import OpNode
+from ..registry import OpContext
 from .dtypes import dtype_of, quant_range
-from .node import OpNode
-from .registry import OpContext
 
 FLOATS = frozenset({T.TENSOR_FLOAT32, T.TENSOR_FLOAT16})
 QUANT8 = frozenset({T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED})

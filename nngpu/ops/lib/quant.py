@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from ..hal.types import FusedActivationFunc as Act
-from ..hal.types import OperandType as T
+from ...hal.types import FusedActivationFunc as Act
+from ...hal.types import OperandType as T
 from .dtypes import quant_range
 
 INT32_MIN = -(1 << 31)

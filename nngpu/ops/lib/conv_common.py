@@ -12,12 +12,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..hal.types import FusedActivationFunc as Act
-from ..hal.types import OperandType as T
-from ..ir import Expr, clamp
-from ..ir.fixedpoint import mbqm
-from ..ir.window import Geometry
-from ._movement_util import pad_constant
+from ...hal.types import FusedActivationFunc as Act
+from ...hal.types import OperandType as T
+from ...ir import Expr, clamp
+from ...ir.fixedpoint import mbqm
+from ...ir.window import Geometry
+from ..registry import HalVersion, OpContext, OpError, Signature, sig
+from .layout import pad_constant
 from .quant import (
     VALID_ACTIVATIONS,
     activation_range_float,
@@ -27,7 +28,6 @@ from .quant import (
     quantize_multiplier,
     wrap_int32,
 )
-from .registry import HalVersion, OpContext, OpError, Signature, sig
 
 PADDING_NONE, PADDING_SAME, PADDING_VALID = 0, 1, 2
 I32, BOOL = T.INT32, T.BOOL

@@ -12,8 +12,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..hal.types import OperandType as T
-from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, Signature, register
+from ...hal.types import OperandType as T
+from ..registry import HalVersion, OpContext, OpError, OpSpec, Pattern, Signature, register
 
 V = HalVersion
 

@@ -14,12 +14,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..hal.types import OperandType as T
-from ..ir import Compute, Coords, Expr, Tensor, const, linear, size_of
-from ..ir.tensor import View
-from ._device import COPYABLE, FLOATS, types_in
-from .node import OpNode
-from .registry import OpContext
+from ...hal.types import OperandType as T
+from ...ir import Compute, Coords, Expr, Tensor, const, linear, size_of
+from ...ir.tensor import View
+from ..node import OpNode
+from ..registry import OpContext
+from .device import COPYABLE, FLOATS, types_in
 
 # (place, radix, weight): weight * (c / place % radix); radix None for the top digit.
 Digit = tuple[int, "int | None", int]

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..hal.types import OperandType as T
+from ...hal.types import OperandType as T
 
 DTYPES: dict[int, np.dtype] = {
     T.FLOAT32: np.dtype(np.float32),

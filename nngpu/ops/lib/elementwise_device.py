@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..hal.types import OperandType as T
-from ..ir import Compute, Expr, Tensor, clamp, elementwise
-from ..ir.fixedpoint import mbqm, wrap32
-from ._device import QUANT8, lookup, reference_table
-from .node import OpNode
+from ...hal.types import OperandType as T
+from ...ir import Compute, Expr, Tensor, clamp, elementwise
+from ...ir.fixedpoint import mbqm, wrap32
+from ..node import OpNode
+from .device import QUANT8, lookup, reference_table
 
 INT32 = frozenset({T.TENSOR_INT32})
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..ir import Acc, Const, Coords, Expr, Helper, Loop, Reduce, Tensor, Var, reduce_sum
-from ..ir.fixedpoint import RDBPOT, SRDHM, WRAP32
-from ..ir.expr import Call, as_expr
-from .node import OpNode
+from ...ir import Acc, Const, Coords, Expr, Helper, Loop, Reduce, Tensor, Var, reduce_sum
+from ...ir.expr import Call, as_expr
+from ...ir.fixedpoint import RDBPOT, SRDHM, WRAP32
+from ..node import OpNode
 
 MAX_SLICE = 1 << 16      # longer per-axis slices would make each thread's loop too long: host
 MAX_REDUCED = 1 << 20    # the same for the elements one reduction output reads

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..registry import OpContext, OpError
 from .conv_common import (
     PC,
     Window,
@@ -24,7 +25,6 @@ from .conv_common import (
     to_nhwc,
     window_view,
 )
-from .registry import OpContext, OpError
 
 # Largest im2col matrix built at once; bigger layers run in blocks of output rows so the copy
 # stays cache- and memory-friendly.

@@ -11,11 +11,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..hal.types import OperandType as T
+from ...hal.types import OperandType as T
+from ..registry import HalVersion as V
+from ..registry import OpContext, OpError
 from .dtypes import quant_range
 from .quant import round_half_away
-from .registry import HalVersion as V
-from .registry import OpContext, OpError
 
 F32 = np.float32
 Q8 = T.TENSOR_QUANT8_ASYMM
