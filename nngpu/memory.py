@@ -24,6 +24,16 @@ Memory is accessed in one of two ways, chosen once when it is made:
   race is harmless: pwrite cannot fault, at worst it re-grows the client's own file.
   `map` / `view` / `array` refuse an unmapped Memory (MemoryError_), so no code path can fault.
 
+Lying sizes (issue 25). A Memory's declared size is the client's word; the file may hold less.
+`Memory.verify` compares the two (fstat, plus the offset of a file memory) and raises
+MemoryError_ for a memory that declares more than its fd holds, or a size or offset beyond what
+a file can address (off_t: below 2^63), checked before any arithmetic on them. Each request's
+validation calls it for every pool (sync, async, fenced, a burst's slots, and so `nngpu serve`),
+and so do IBuffer copyTo/copyFrom; all answer INVALID_ARGUMENT. A sealed, mapped memory was
+checked when it was made and cannot shrink, so it costs no syscall; an unsealed one costs one
+fstat per request (about 4 us here). A memory that shrinks after that check is caught by
+`read` and `write` as above.
+
 Unsealed memories are read, not refused, because mmap_fd files can never carry seals and most
 clients do not seal their memfds; refusing them would turn working clients away. The cost is
 small: an execution copies its inputs out of a pool anyway (pread is that one copy) and writes
@@ -49,6 +59,13 @@ class MemoryError_(Exception):
 
 
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW  # what nngpu's own pools are sealed with
+OFF_MAX = (1 << 63) - 1  # off_t: no file holds a byte at or past this offset
+
+
+def addressable(offset: int, size: int) -> bool:
+    """Whether [offset, offset + size) can lie in a file at all: each bound is compared before
+    they are added (a hidl_memory's size is a uint64; no platform maps 2^64 bytes)."""
+    return 0 <= offset <= OFF_MAX and 0 <= size <= OFF_MAX - offset
 
 
 def close_fds(fds) -> None:
@@ -92,10 +109,23 @@ class Memory:
         self._map: mmap.mmap | None = None
         self._lock = threading.Lock()
         # Mapped access only where no one can truncate the pages away (module docstring).
-        self.mapped = self.offset >= 0 and shrink_sealed(fd, self.offset + self.size)
+        self.mapped = addressable(self.offset, self.size) and shrink_sealed(fd, self.offset + self.size)
 
     def __repr__(self) -> str:
         return f"Memory({self.name!r}, size={self.size}, fd={self.fd})"
+
+    def verify(self) -> None:
+        """MemoryError_ unless the fd now holds all [offset, offset + size) the memory declares."""
+        if not addressable(self.offset, self.size):
+            raise MemoryError_(f"{self!r} at offset {self.offset} is beyond what a file can hold")
+        if self.mapped:  # sealed against shrinking, and it held the region when it was made
+            return
+        try:
+            held = os.fstat(self._fd()).st_size
+        except OSError as e:
+            raise MemoryError_(f"cannot stat {self!r}: {e}") from e
+        if held < self.offset + self.size:
+            raise MemoryError_(f"{self!r} at offset {self.offset} declares more than its file's {held} bytes")
 
     def map(self) -> memoryview:
         """A writable view of the whole pool (mapped once, then cached); sealed pools only."""

@@ -35,7 +35,7 @@ import weakref
 from typing import Any
 
 from ..hal.interfaces import IBurstCallback, IBurstContext
-from ..hal.types import ErrorStatus, MeasureTiming, MemoryPool, Request, Timing
+from ..hal.types import UINT64_MAX, ErrorStatus, MeasureTiming, MemoryPool, Request, Timing
 from ..memory import Memory
 from .codec import DATUM_SIZE, ComputeResult, PacketError, decode_result, encode_request
 from .fmq import MessageQueue
@@ -290,6 +290,10 @@ class ExecutionBurstController:
                 pool = pool.hidlMemory
             if not isinstance(pool, Memory):
                 raise TypeError("a request pool is not a Memory")
+            if not (0 <= pool.size <= UINT64_MAX and 0 <= pool.offset <= UINT64_MAX):
+                # no hidl_memory describes it, so getMemories could not hand it to a driver
+                # in another process: refused here as an invalid argument, like any other call
+                raise ValueError(f"{pool!r} at offset {pool.offset} is beyond a uint64")
             slots.append(self.callback.slot_of(pool))
         return slots
 

@@ -72,6 +72,7 @@ class DeviceBuffer(IBuffer):
             if not isinstance(dst, Memory) or dst.size != value.nbytes:
                 return ErrorStatus.INVALID_ARGUMENT
             try:
+                dst.verify()  # a file smaller than the memory declares is an invalid memory
                 if dst.mapped:
                     self.backend.download(value.buf, dst.array(self.dtype).reshape(value.shape))
                 else:  # a pool that could shrink is never mapped (nngpu.memory): pwrite a copy
@@ -101,6 +102,7 @@ class DeviceBuffer(IBuffer):
             return ErrorStatus.INVALID_ARGUMENT
         shape = tuple(dims) if is_tensor(self.operand.type) else ()
         try:
+            src.verify()
             data = src.read(0, need).view(self.dtype).reshape(shape)
         except MemoryError_:
             return ErrorStatus.INVALID_ARGUMENT

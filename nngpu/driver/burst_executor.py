@@ -5,7 +5,9 @@ Its cache maps slots to memories. On a device plan it also registers each memory
 the backend (page-locked on CUDA, CL_MEM_USE_HOST_PTR on OpenCL), so an execution copies its
 inputs and outputs between that registration and the plan's buffers on the device, with no host
 copy; removing the slot releases it. A repeated packet is checked against the model once: the
-remembered check is reused.
+remembered check is reused. That check is also where a slot's memory is compared with what its
+file holds (nngpu.memory's `Memory.verify`): a memory that declares more is INVALID_ARGUMENT, and
+it is never registered, since only a mapped memory is, and a mapped one held its region when made.
 """
 from __future__ import annotations
 

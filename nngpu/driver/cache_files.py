@@ -163,6 +163,9 @@ def read_record(fd: int, kind: int, token: bytes, identity: bytes, max_bytes: in
             raise CacheFileError("not an nngpu cache record of this format and kind")
         if length > max_bytes:
             raise CacheFileError(f"a payload of {length} bytes is beyond the limit")
+        held = os.fstat(fd).st_size  # a header that declares more than the file holds: refused unread
+        if held < _HEADER.size + length + _MAC:
+            raise CacheFileError(f"the record declares {_HEADER.size + length + _MAC} bytes, the file holds {held}")
         data = _read_all(fd, _HEADER.size + length + _MAC)
     except OSError as e:
         raise CacheFileError(f"cannot read: {e.strerror}") from e

@@ -5,7 +5,10 @@ plain msgpack values and decoded back field by field, and the fields each call a
 Decoding checks every type, range and key: an unknown op, field or value is a WireError, which
 the service answers with INVALID_ARGUMENT. Memories and queues travel as fds in the order they
 appear in the message; a Received owns a message's fds until a decoded value takes them, so on
-any failure each fd is closed exactly once. Model graphs reuse the compilation cache's encoding.
+any failure each fd is closed exactly once. A memory's size is decoded as a uint64 and checked
+against what its fd holds where the driver first uses it (nngpu.memory's `Memory.verify`), so
+the service answers a lying memory as the driver in the client's process would. Model graphs
+reuse the compilation cache's encoding.
 """
 from __future__ import annotations
 

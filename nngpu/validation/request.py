@@ -1,11 +1,13 @@
 """Request rules (types.hal Request / RequestArgument, 1.0-1.3), checked against the prepared
-model before any input is read. 1.3 token pools (driver-allocated buffers) are resolved and
+model before any input is read. A memory pool must hold what it declares (nngpu.memory's
+`Memory.verify`). 1.3 token pools (driver-allocated buffers) are resolved and
 checked by the driver's buffer table, so only their shape rules apply here."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from ..hal.types import MemoryPool, Model, Model_1_3, Request
+from ..memory import Memory, MemoryError_
 from ..modelutil import as_model_1_3
 from ..ops.lib.dtypes import is_tensor
 from .checks import boolean, is_int, location_fields, memory_size, seq, uint32_list
@@ -29,6 +31,11 @@ def _pool_sizes(pools: Any) -> list[int]:
                 continue
             pool = pool.hidlMemory
         sizes.append(memory_size(pool, what))
+        if isinstance(pool, Memory):
+            try:  # the file must hold what the memory declares: arguments are checked against it
+                pool.verify()
+            except MemoryError_ as e:
+                raise ValidationError(f"{what}: {e}") from None
     return sizes
 
 
