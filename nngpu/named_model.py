@@ -4,18 +4,24 @@
 `load_model` accepts a `.tflite` file, a corpus-format `.json` / `.json.gz` file (its first case,
 with that case's inputs as the example), a HAL `Model` / `Model_1_3` (inputs named input0, ...),
 or anything that already has `.model`, `.inputs` and `.outputs` (an ImportedModel, a
-`nngpu.ModelBuilder` result)."""
+`nngpu.ModelBuilder` result). A `.tflite` model also carries its partition plan
+(nngpu.tflite.partition): what runs on the driver and what on the host; given the device, the
+plan also heeds the driver's getSupportedOperations."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .hal.types import Model, Model_1_3, Operand, OperandType
 from .modelutil import as_model_1_3
+
+if TYPE_CHECKING:
+    from .driver.device import Device
+    from .tflite.partition import PartitionPlan
 
 
 class ModelLoadError(ValueError):
@@ -31,6 +37,13 @@ class IOTensor:
     dtype: np.dtype
     scale: float = 0.0
     zero_point: int = 0
+    computed: np.dtype | None = None  # the narrower dtype the model computes (int64 indices as int32)
+    signature: list[int] | None = None  # a TFLite input's shape_signature, where -1 leaves extents open
+
+    def fits_signature(self, shape: tuple[int, ...]) -> bool:
+        """Whether `shape` is another shape this input's signature allows (a TFLite resize)."""
+        sig = self.signature
+        return sig is not None and len(shape) == len(sig) and all(s < 0 or s == d for s, d in zip(sig, shape))
 
 
 def io_tensor(name: str, operand: Operand) -> IOTensor:
@@ -58,12 +71,24 @@ class NamedIO:
 
 @dataclass
 class NamedModel(NamedIO):
-    model: Model | Model_1_3
+    model: Model | Model_1_3 | None                  # None: partitioned, see plan
     inputs: list[IOTensor]
     outputs: list[IOTensor]
     description: str = ""
     example_inputs: list[np.ndarray] | None = None   # a corpus case's own inputs
     warnings: list[str] = field(default_factory=list)
+    plan: PartitionPlan | None = None                # a .tflite model's partitions
+
+    @property
+    def operation_count(self) -> int:
+        """NNAPI operations of the model, or of all its driver partitions."""
+        if self.plan is not None:
+            return sum(_operations(p.imported.model) for p in self.plan.parts if p.imported is not None)
+        return _operations(self.model)
+
+
+def _operations(model: Model | Model_1_3) -> int:
+    return len(model.main.operations if isinstance(model, Model_1_3) else model.operations)
 
 
 def describe(model: Model | Model_1_3, description: str = "") -> NamedModel:
@@ -101,16 +126,45 @@ def _from_json(path: Path) -> NamedModel:
     return named
 
 
-def _from_tflite(path: Path) -> NamedModel:
-    from .tflite import load_tflite
+def _from_tflite(path: Path, fallback: bool, device: Device | None,
+                 input_shapes: dict[str, list[int]] | None = None) -> NamedModel:
+    from .tflite.errors import TFLiteFormatError
+    from .tflite.partition import plan_tflite
 
-    imported = load_tflite(path)  # TFLiteImportError: the caller reports it
-    about = f"{path.name}: {sum(imported.op_counts.values())} TFLite operators, {imported.folded} folded into constants"
-    return NamedModel(imported.model, imported.inputs, imported.outputs, about, None, imported.warnings)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TFLiteFormatError(f"cannot read {path}: {e.strerror or e}") from e
+    # TFLiteImportError: the caller reports it
+    plan = plan_tflite(data, fallback, device_support(device) if device is not None else None, input_shapes)
+    warnings = [w for p in plan.parts if p.imported is not None for w in p.imported.warnings]
+    skipped = sum(1 for i in plan.skipped if i < plan.file_ops)
+    about = f"{path.name}: {plan.file_ops} TFLite operators, {skipped} folded into constants or unused"
+    whole = plan.whole
+    return NamedModel(whole.model if whole is not None else None, plan.inputs, plan.outputs, about, None,
+                      warnings, plan)
 
 
-def load_model(source: Any) -> NamedModel:
-    """The NamedModel of a path or model object (see the module docstring)."""
+def device_support(device: Device):
+    """The driver's getSupportedOperations as the partitioner asks it: one flag per operation."""
+    from .hal.types import ErrorStatus
+    from .tflite.errors import TFLiteImportError
+
+    def supported(model: Model | Model_1_3) -> list[bool]:
+        status, flags = device.getSupportedOperations_1_3(as_model_1_3(model))
+        if status != ErrorStatus.NONE:
+            raise TFLiteImportError(f"getSupportedOperations refused an imported model: {ErrorStatus(status).name}")
+        return list(flags)
+
+    return supported
+
+
+def load_model(source: Any, fallback: bool = True, device: Device | None = None,
+               input_shapes: dict[str, list[int]] | None = None) -> NamedModel:
+    """The NamedModel of a path or model object (see the module docstring). For a .tflite file:
+    `fallback` False refuses operators the driver would not run (HostOperatorsRefused), `device`
+    has its getSupportedOperations decide as well as the importer, and `input_shapes` gives
+    inputs whose shape signature leaves extents open the shapes to import them at."""
     if isinstance(source, NamedModel):
         return source
     if isinstance(source, (str, Path)):
@@ -118,7 +172,7 @@ def load_model(source: Any) -> NamedModel:
         if not path.is_file():
             raise ModelLoadError(f"{path}: no such file")
         if path.suffix == ".tflite":
-            return _from_tflite(path)
+            return _from_tflite(path, fallback, device, input_shapes)
         if path.suffix == ".json" or path.name.endswith(".json.gz"):
             return _from_json(path)
         raise ModelLoadError(f"{path.name}: unknown model format (expected .tflite, .json or .json.gz)")

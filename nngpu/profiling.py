@@ -103,7 +103,11 @@ class Profiler:
 
     @contextmanager
     def execution(self) -> Iterator[None]:
-        """One execution: the steps recorded inside it on this thread are tagged with its index."""
+        """One execution: the steps recorded inside it on this thread are tagged with its index.
+        One begun inside another (a driver partition of a partitioned TFLite model) is part of it."""
+        if getattr(self._local, "execution", None) is not None:
+            yield
+            return
         with self._lock:
             index = self._executions
             self._executions += 1

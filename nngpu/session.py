@@ -3,140 +3,127 @@
     with nngpu.Session("model.tflite", backend="auto") as s:
         print(s.inputs)                      # [IOTensor(name, shape, dtype, scale, zero_point)]
         outputs = s.run({"input": x})        # {output name: array}
+        print(s.placement)                   # "5 operators: 2 partitions on opencl (4), 1 on the host (1: CUMSUM)"
 
 Inputs are checked as strictly as the TFLite interpreter checks them: every input by name, no
 unknown names, the exact dtype and shape (a 0 in the model's shape takes any extent). `cast=True`
-casts instead of refusing a dtype. The request's pools are allocated once and reused, so
-repeated runs measure the driver, not allocation."""
+casts instead of refusing a dtype.
+
+A TFLite model whose operators the driver cannot all run is split the way the TFLite NNAPI
+delegate splits it (nngpu.tflite.partition): driver partitions on the backend, the rest on
+TFLite's own kernels; `fallback=False` refuses such a model instead (HostOperatorsRefused)."""
 from __future__ import annotations
 
-import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .driver.callbacks import PreparedModelCallback
 from .driver.device import Device
-from .hal.types import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTiming, Model_1_3,
-                        OptionalTimeoutDuration, OptionalTimePoint, Priority, Request, RequestArgument)
-from .memory import Memory, allocate_shared
+from .hal.types import MeasureTiming, Model_1_3
 from .named_model import IOTensor, NamedIO, NamedModel, load_model
+from .whole_model import ExecutionError, InputError, WholeModelRun, check_inputs
 
-
-class ExecutionError(RuntimeError):
-    """prepareModel or an execution returned an error status."""
-
-    def __init__(self, what: str, status: int):
-        super().__init__(f"{what} failed: {ErrorStatus(status).name}")
-        self.status = ErrorStatus(status)
-
-
-class InputError(ValueError):
-    """The arrays given do not match the model's inputs."""
-
-
-def _prepare(device: Device, model, timeout: float):
-    cb = PreparedModelCallback()
-    if isinstance(model, Model_1_3):
-        status = device.prepareModel_1_3(model, ExecutionPreference.SUSTAINED_SPEED, Priority.MEDIUM,
-                                         OptionalTimePoint(), [], [], bytes(32), cb)
-    else:
-        status = device.prepareModel_1_2(model, ExecutionPreference.SUSTAINED_SPEED, [], [], bytes(32), cb)
-    if status != ErrorStatus.NONE:
-        raise ExecutionError("prepareModel", status)
-    if not cb.wait(timeout):
-        raise ExecutionError("prepareModel (timed out)", ErrorStatus.GENERAL_FAILURE)
-    if cb.status != ErrorStatus.NONE or cb.prepared_model is None:
-        raise ExecutionError("prepareModel", cb.status)
-    return cb.prepared_model
-
-
-def _nbytes(shape: Sequence[int], dtype: np.dtype) -> int:
-    return int(np.prod([max(int(d), 1) for d in shape], dtype=np.int64)) * dtype.itemsize
-
-
-class _Pool:
-    """One shared pool holding a list of tensors, each at a 64-byte aligned offset."""
-
-    def __init__(self, sizes: Sequence[int]) -> None:
-        self.layout: list[tuple[int, int]] = []
-        off = 0
-        for n in sizes:
-            self.layout.append((off, n))
-            off += (n + 63) // 64 * 64
-        self.memory: Memory = allocate_shared(max(off, 64))
-
-    def fits(self, sizes: Sequence[int]) -> bool:
-        return all(n <= room for n, (_, room) in zip(sizes, self.layout))
-
-
-def check_inputs(inputs: Sequence[IOTensor], feeds: Mapping[str, Any] | Sequence[Any],
-                 cast: bool = False, cast_hint: str = "cast=True") -> list[np.ndarray | None]:
-    """The arrays of `feeds` in model input order, checked against `inputs` (InputError);
-    `cast_hint` is how the caller's user asks for a cast."""
-    names = [t.name for t in inputs]
-    if isinstance(feeds, Mapping):
-        unknown = [k for k in feeds if k not in names]
-        if unknown:
-            raise InputError(f"unknown input {unknown[0]!r}; the model's inputs are {', '.join(names)}")
-        missing = [n for n in names if n not in feeds]
-        if missing:
-            raise InputError(f"input {missing[0]!r} is missing; the model's inputs are {', '.join(names)}")
-        values = [feeds[n] for n in names]
-    else:
-        values = list(feeds)
-        if len(values) != len(inputs):
-            raise InputError(f"the model has {len(inputs)} inputs ({', '.join(names)}), got {len(values)}")
-    res: list[np.ndarray | None] = []
-    for t, v in zip(inputs, values):
-        if v is None:
-            res.append(None)  # an optional input left without a value
-            continue
-        a = np.asarray(v)
-        if a.dtype != t.dtype:
-            if not cast:
-                raise InputError(f"input {t.name!r}: dtype {a.dtype}, the model wants {t.dtype} "
-                                 f"(cast it first, or give {cast_hint})")
-            a = a.astype(t.dtype)
-        if t.shape and (a.ndim != len(t.shape) or any(d and d != e for d, e in zip(t.shape, a.shape))):
-            raise InputError(f"input {t.name!r}: shape {list(a.shape)}, the model wants {t.shape}"
-                             + (" (0: any extent)" if 0 in t.shape else ""))
-        res.append(np.ascontiguousarray(a))
-    return res
+__all__ = ["Session", "ExecutionError", "InputError", "check_inputs", "random_inputs"]
 
 
 class Session(NamedIO):
-    """One prepared model plus reusable request pools. `burst=True` executes through an
-    ExecutionBurstController (nngpu.burst) kept open for the session's life."""
+    """One prepared model (or one per driver partition) plus reusable request pools.
+    `burst=True` executes through an ExecutionBurstController (nngpu.burst) kept open for the
+    session's life.
+
+    A TFLite input whose shape signature leaves extents open (a dynamic batch) is prepared at
+    `input_shapes[name]`, else at the file's stored shape; an input of another shape the
+    signature allows prepares the model again at that shape, as TFLite's resize_tensor_input
+    does (the last MAX_SHAPES shape sets stay prepared)."""
+
+    MAX_SHAPES = 4
 
     def __init__(self, model: Any, backend: str | Device = "auto", *, burst: bool = False,
-                 prepare_timeout: float = 600.0) -> None:
-        self.named: NamedModel = load_model(model)
+                 prepare_timeout: float = 600.0, fallback: bool = True,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None) -> None:
+        self.device = backend if isinstance(backend, Device) else Device(backend)
+        self._source, self._options = model, (burst, prepare_timeout, fallback)
+        self._prepared: dict[tuple, tuple[NamedModel, Any]] = {}  # by input shapes, oldest first
+        self._open({k: list(v) for k, v in input_shapes.items()} if input_shapes else None)
+
+    def _open(self, input_shapes: dict[str, list[int]] | None) -> None:
+        """Load and prepare the model at these input shapes (or take it from the prepared ones)."""
+        burst, prepare_timeout, fallback = self._options
+        key = tuple(sorted((k, tuple(v)) for k, v in (input_shapes or {}).items()))
+        if key in self._prepared:
+            self.named, self._run = self._prepared.pop(key)
+        else:
+            self.named = load_model(self._source, fallback=fallback, device=self.device, input_shapes=input_shapes)
+            self._run = self._prepare(self.named, burst, prepare_timeout, fallback)
+            key = tuple(sorted((t.name, tuple(t.shape)) for t in self.named.inputs if t.signature is not None))
+        self._prepared[key] = (self.named, self._run)
+        while len(self._prepared) > self.MAX_SHAPES:
+            self._prepared.pop(next(iter(self._prepared)))[1].close()
         self.inputs: list[IOTensor] = self.named.inputs
         self.outputs: list[IOTensor] = self.named.outputs
-        self.device = backend if isinstance(backend, Device) else Device(backend)
-        t0 = time.perf_counter()
-        self.prepared = _prepare(self.device, self.named.model, prepare_timeout)
-        self.prepare_s = time.perf_counter() - t0
-        self.is_1_3 = isinstance(self.named.model, Model_1_3)
-        self._in: _Pool | None = None
-        self._in_given: list[bool] = []
-        self._in_sizes: list[int] = []
-        self._in_dims: list[list[int]] = []
-        self._out = _Pool([_nbytes(t.shape, t.dtype) for t in self.outputs])
-        self._out_shapes: list[list[int]] = [list(t.shape) for t in self.outputs]
-        self._burst_cm = None
-        self.burst = None
-        if burst:
-            from .burst import ExecutionBurstController
+        self.prepare_s: float = self._run.prepare_s
 
-            self._burst_cm = ExecutionBurstController.create(self.prepared)
-            self.burst = self._burst_cm.__enter__()
+    def _prepare(self, named: NamedModel, burst: bool, prepare_timeout: float, fallback: bool) -> Any:
+        plan = named.plan
+        if plan is not None and plan.host_ops and not fallback:
+            from .tflite.partition import HostOperatorsRefused
+
+            raise HostOperatorsRefused(plan.graph, set(plan.host_ops))
+        if plan is None or plan.whole is not None:
+            return WholeModelRun(named, self.device, burst, prepare_timeout)
+        from .tflite.partitioned import PartitionedRun
+
+        return PartitionedRun(plan, self.device, burst, prepare_timeout)
+
+    def _resized(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, list[int]] | None:
+        """The input shapes to prepare again at, when every input whose feed has another shape
+        than the prepared one is a dynamic input whose signature allows that shape; else None."""
+        values = [feeds.get(t.name) for t in self.inputs] if isinstance(feeds, Mapping) else list(feeds)
+        if len(values) != len(self.inputs):
+            return None
+        shapes, changed = {}, False
+        for t, v in zip(self.inputs, values):
+            shape = tuple(np.shape(v)) if v is not None else tuple(t.shape)
+            if t.signature is not None:
+                shapes[t.name] = list(shape)
+            if v is not None and shape != tuple(t.shape):
+                if not t.fits_signature(shape):
+                    return None
+                changed = True
+        return shapes if changed else None
+    @property
+    def prepared(self):
+        """The IPreparedModel of a model the driver runs whole (None when partitioned)."""
+        return getattr(self._run, "prepared", None)
+
+    @property
+    def burst(self):
+        return getattr(self._run, "burst", None)
+
+    @property
+    def is_1_3(self) -> bool:
+        return isinstance(self.named.model, Model_1_3)
+
+    @property
+    def placement(self) -> str:
+        """Where the operators run, e.g. "212 operators: 2 partitions on opencl (208), 1 on the
+        host (4: BATCH_MATMUL ×4)"."""
+        backend = self.device.backend_name
+        if self.named.plan is not None:
+            return self.named.plan.describe(backend)
+        graph = self.named.model.main if isinstance(self.named.model, Model_1_3) else self.named.model
+        n = len(graph.operations)
+        return f"{n} operation{'s' if n != 1 else ''}: 1 partition on {backend} ({n})"
+
+    def device_placement(self) -> tuple[int, int]:
+        """(operations the last execution ran in device kernels, operations it ran on the host
+        inside the driver's plans); host partitions are not counted."""
+        return self._run.device_placement()
 
     def close(self) -> None:
-        if self._burst_cm is not None:
-            self._burst_cm.__exit__(None, None, None)
-            self._burst_cm = self.burst = None
+        for _, run in self._prepared.values():
+            run.close()
+        self._prepared.clear()
 
     def __enter__(self) -> "Session":
         return self
@@ -146,53 +133,24 @@ class Session(NamedIO):
 
     # ---- the three steps of a run, for callers that time them apart --------------------------
     def set_inputs(self, feeds: Mapping[str, Any] | Sequence[Any], cast: bool = False) -> None:
-        arrays = check_inputs(self.inputs, feeds, cast)
-        sizes = [0 if a is None else a.nbytes for a in arrays]
-        if self._in is None or not self._in.fits(sizes):
-            self._in = _Pool(sizes)
-        view = self._in.memory.map()
-        for a, (off, _) in zip(arrays, self._in.layout):
-            if a is not None:
-                view[off: off + a.nbytes] = a.reshape(-1).view(np.uint8)
-        self._in_sizes = sizes
-        self._in_given = [a is not None for a in arrays]
-        self._in_dims = [[] if a is None else list(a.shape) for a in arrays]
-
-    def _request(self) -> Request:
-        assert self._in is not None, "set_inputs first"
-        ins = [RequestArgument(False, DataLocation(0, off, n), dims) if given else RequestArgument(True)
-               for given, dims, n, (off, _) in zip(self._in_given, self._in_dims, self._in_sizes, self._in.layout)]
-        outs = [RequestArgument(False, DataLocation(1, off, n), []) for off, n in self._out.layout]
-        return Request(ins, outs, [self._in.memory, self._out.memory])
-
-    def _compute(self, request: Request, measure: MeasureTiming):
-        if self.burst is not None:
-            return self.burst.compute(request, measure)
-        if self.is_1_3:
-            return self.prepared.executeSynchronously_1_3(request, measure, OptionalTimePoint(),
-                                                          OptionalTimeoutDuration())
-        return self.prepared.executeSynchronously(request, measure)
+        try:
+            checked = check_inputs(self.inputs, feeds, cast)
+        except InputError:
+            shapes = self._resized(feeds)
+            if shapes is None:
+                raise
+            self._open(shapes)
+            checked = check_inputs(self.inputs, feeds, cast)
+        self._run.set_checked(checked)
 
     def execute(self, measure: MeasureTiming = MeasureTiming.NO):
         """Run on the inputs last set: (output shapes, timing). An output larger than its pool
         (a shape the model leaves open) grows the pool and runs again."""
-        status, shapes, timing = self._compute(self._request(), measure)
-        if status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE and shapes:
-            self._out = _Pool([max(_nbytes(s.dimensions, t.dtype), room)
-                               for s, t, (_, room) in zip(shapes, self.outputs, self._out.layout)])
-            status, shapes, timing = self._compute(self._request(), measure)
-        if status != ErrorStatus.NONE:
-            raise ExecutionError("execution", status)
-        self._out_shapes = [list(s.dimensions) for s in shapes]
-        return shapes, timing
+        return self._run.execute(measure)
 
     def output_arrays(self) -> list[np.ndarray]:
         """The outputs of the last execution, in model order (copies)."""
-        res = []
-        for t, shape, (off, _) in zip(self.outputs, self._out_shapes, self._out.layout):
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            res.append(self._out.memory.array(t.dtype, off, count).reshape(shape).copy())
-        return res
+        return self._run.output_arrays()
 
     def run(self, feeds: Mapping[str, Any] | Sequence[Any], cast: bool = False) -> dict[str, np.ndarray]:
         """{output name: array} for inputs given by name (or as a list in model order)."""

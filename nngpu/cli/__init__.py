@@ -21,6 +21,13 @@ log = logging.getLogger("nngpu.cli")
 
 LEVELS = ("debug", "info", "warning", "error")
 
+# What `nngpu --help` tells a user (the docstring above is for whoever works on the commands).
+DESCRIPTION = ("Run neural network models on nngpu, an Android NNAPI driver: execute and time a .tflite or "
+               "NNAPI corpus model on the numpy, OpenCL or CUDA backend, profile it, check the driver against "
+               "the NNAPI conformance corpus, look at its generated kernels, its backends and kernel cache, or "
+               "serve it to other processes.")
+EPILOG = "`nngpu COMMAND --help` lists a command's options."
+
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, like every other failure."""
@@ -43,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import (cache_command, cts_command, info_command, kernels_command, profile_command, run_command,
                    serve_command)
 
-    p = _Parser(prog="nngpu", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="nngpu", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("--version", action="version", version=f"nngpu {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     common = _common()

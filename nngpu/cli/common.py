@@ -26,14 +26,27 @@ def open_device(backend: str) -> "Device":
         raise CLIError(str(e)) from e
 
 
-def open_model(path: str | None) -> "NamedModel":
-    """The model at `path` (the bundled demo when None), or a CLIError."""
+def resolve_backend(backend: str) -> str:
+    """The backend `backend` names ("auto" reads $NNGPU_BACKEND), or a CLIError for an unknown
+    name, worded as for --backend."""
+    from ..backends import resolve
+
+    try:
+        return resolve(backend)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+
+
+def open_model(path: str | None, fallback: bool = False, device: "Device | None" = None) -> "NamedModel":
+    """The model at `path` (the bundled demo when None), or a CLIError. A .tflite model with
+    operators the driver cannot run is split into partitions when `fallback`, refused otherwise;
+    `device` has its getSupportedOperations heard too."""
     from ..named_model import ModelLoadError, load_model
     from ..tflite.errors import TFLiteImportError, TFLitePackageMissing
 
     source = Path(path) if path else DEMO_MODEL
     try:
-        return load_model(source)
+        return load_model(source, fallback, device)
     except ModelLoadError as e:
         raise CLIError(str(e)) from e
     except TFLitePackageMissing as e:

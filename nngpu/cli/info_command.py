@@ -2,7 +2,7 @@
 capabilities and supported operations of the chosen backend."""
 from __future__ import annotations
 
-from .common import open_device
+from .common import open_device, resolve_backend
 
 
 def add_parser(sub, common) -> None:
@@ -29,7 +29,7 @@ def run(args) -> int:
             continue
         print(f"  {name:7s} {dev.getVersionString()[1]}, type {dev.getType()[1].name}")
     env = os.environ.get("NNGPU_BACKEND")
-    print(f"auto picks: {backends.resolve('auto')}" + (f" (NNGPU_BACKEND={env})" if env else ""))
+    print(f"auto picks: {resolve_backend('auto')}" + (f" (NNGPU_BACKEND={env})" if env else ""))
     dev = open_device(args.backend)
     caps = dev.getCapabilities_1_3()[1]
     perf = caps.operandPerformance[0].info

@@ -48,14 +48,14 @@ def profile(args) -> int:
     plot_path = writable_file(args.plot, "--plot") if args.plot else None
     trace_path = writable_file(args.trace, "--trace") if args.trace else None
     device = open_device(args.backend)
-    named = open_model(args.model)
+    named = open_model(args.model, fallback=not args.no_fallback, device=device)
     inputs, origin = model_inputs(args, named)
-    graph = named.model.main if hasattr(named.model, "main") else named.model
-    print(f"model: {named.description or Path(args.model).name} -> {len(graph.operations)} NNAPI operations; "
+    print(f"model: {named.description or Path(args.model).name} -> {named.operation_count} NNAPI operations; "
           f"inputs: {origin}")
     with thread_limit(args.threads), recording() as prof:
-        with open_session(named, device) as session:
+        with open_session(named, device, fallback=not args.no_fallback, model=args.model) as session:
             print(f"device: {session.device.getVersionString()[1]}")
+            print(f"placement: {session.placement}")
             try:
                 _, steady = timed_runs(session, inputs, args)
             except ExecutionError as e:

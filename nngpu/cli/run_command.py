@@ -4,7 +4,8 @@ after --warmup discarded ones.
 
 MODEL is a .tflite file or a corpus-format .json / .json.gz file (its first case, whose inputs
 are the default); without one, the bundled demo CNN. Other models get random inputs (seed 0)
-unless --input gives them."""
+unless --input gives them. Operators of a .tflite model the driver cannot run run on TFLite's own
+kernels between driver partitions (the placement line says where each ran) unless --no-fallback."""
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,9 @@ def add_execution_options(p: argparse.ArgumentParser) -> None:
                    help="an input: X.npy (in model input order, repeat), NAME=X.npy, or an .npz by tensor name")
     p.add_argument("--cast", action="store_true", help="cast --input arrays to the model's dtypes instead of refusing")
     p.add_argument("--threads", type=positive, help="threads for BLAS and host work (default: the libraries' own)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="refuse a .tflite model with operators the driver cannot run, instead of running them "
+                        "on TFLite's kernels")
 
 
 def thread_limit(n: int | None):
@@ -112,14 +116,17 @@ def timed_runs(session, inputs, args) -> tuple[float, list[float]]:
     return first, steady
 
 
-def open_session(named, device, burst: bool = False):
-    """A Session on `device`, failures as CLIError."""
+def open_session(named, device, burst: bool = False, fallback: bool = True, model: str | None = None):
+    """A Session on `device`, failures as CLIError (naming `model`, the path given)."""
     from ..session import ExecutionError, Session
+    from ..tflite.errors import TFLiteImportError
 
     try:
-        return Session(named, device, burst=burst)
+        return Session(named, device, burst=burst, fallback=fallback)
     except ExecutionError as e:
         raise CLIError(str(e), 1) from e
+    except TFLiteImportError as e:  # a host partition TFLite cannot load
+        raise CLIError(f"{Path(model).name if model else 'model'}: {e}") from e
     except ImportError as e:
         raise CLIError(f"--burst needs nngpu.burst, which cannot be imported: {e}", 1) from e
     except Exception as e:  # nngpu.burst.BurstError: configureExecutionBurst refused
@@ -133,10 +140,9 @@ def run(args) -> int:
     trace_path = writable_file(args.profile, "--profile") if args.profile else None
     out_dir = writable_dir(args.save_outputs, "--save-outputs") if args.save_outputs else None
     device = open_device(args.backend)
-    named = open_model(args.model)
+    named = open_model(args.model, fallback=not args.no_fallback, device=device)
     inputs, origin = model_inputs(args, named)
-    ops = len(named.model.main.operations if hasattr(named.model, "main") else named.model.operations)
-    print(f"model: {named.description or Path(args.model or 'demo').name} -> {ops} NNAPI operations")
+    print(f"model: {named.description or Path(args.model or 'demo').name} -> {named.operation_count} NNAPI operations")
     for w in named.warnings:
         print(f"warning: {w}", file=sys.stderr)
     for t, a in zip(named.inputs, inputs):
@@ -147,21 +153,22 @@ def run(args) -> int:
 
         recording = start_recording()
     with thread_limit(args.threads), recording as profile:
-        with open_session(named, device, args.burst) as session:
+        with open_session(named, device, args.burst, not args.no_fallback, args.model) as session:
             print(f"device: {session.device.getVersionString()[1]}{'; burst' if args.burst else ''}")
             try:
                 first, steady = timed_runs(session, inputs, args)
             except ExecutionError as e:
                 raise CLIError(str(e), 1) from e
             outputs = session.output_arrays()
-            placement = session.prepared.executor.placement()
+            placement = session.device_placement()
     for t, a in zip(named.outputs, outputs):
         print(f"output {t.name}: {summarize(a)}")
     stats = _percentiles(steady)
     print(f"prepare {session.prepare_s * 1e3:.1f} ms; first run {first / 1e3:.3f} ms")
     print(f"steady state over {stats['count']} runs after {args.warmup} warm-up (ms): p50 {stats['p50_ms']:.3f}  "
           f"p90 {stats['p90_ms']:.3f}  p99 {stats['p99_ms']:.3f}  min {stats['min_ms']:.3f}  mean {stats['mean_ms']:.3f}")
-    print(f"placement: {placement[0]} operations in device kernels, {placement[1]} on the host")
+    print(f"placement: {session.placement}")
+    print(f"device plans: {placement[0]} operations in device kernels, {placement[1]} on the host")
     if out_dir is not None:
         import numpy as np
 
@@ -177,7 +184,8 @@ def run(args) -> int:
                   "device": session.device.getVersionString()[1], "burst": bool(args.burst),
                   "threads": args.threads, "prepare_ms": session.prepare_s * 1e3, "first_run_ms": first / 1e3,
                   "warmup_runs": args.warmup, "steady": stats,
-                  "placement": {"device_operations": placement[0], "host_operations": placement[1]},
+                  "placement": {"device_operations": placement[0], "host_operations": placement[1],
+                                "partitions": session.placement},
                   "outputs": {t.name: list(a.shape) for t, a in zip(named.outputs, outputs)}}
         json_path.write_text(json.dumps(report, indent=2, default=float) + "\n")
     return 0

@@ -27,10 +27,10 @@ _SCALAR_DTYPES = {T.INT32: np.int32, T.FLOAT32: np.float32, T.BOOL: np.bool_, T.
 class GraphBuilder:
     """One NNAPI graph under construction: operands, their constant bytes, and operations."""
 
-    def __init__(self) -> None:
+    def __init__(self, values: bytearray | None = None) -> None:
         self.operands: list[Operand] = []
         self.operations: list[Operation] = []
-        self.values = bytearray()
+        self.values = bytearray() if values is None else values  # shared by a model's subgraphs
         self.inputs: list[int] = []
         self.outputs: list[int] = []
 
@@ -86,13 +86,21 @@ class GraphBuilder:
         return self.operand(src.type, list(src.dimensions) if dims is None else dims, src.scale,
                             src.zeroPoint, L.TEMPORARY_VARIABLE, cq)
 
+    def subgraph_ref(self, index: int) -> int:
+        """A SUBGRAPH operand naming referenced subgraph `index` (IF / WHILE inputs)."""
+        idx = self.operand(T.SUBGRAPH, [], lifetime=L.SUBGRAPH)
+        self.operands[idx].location = DataLocation(0, int(index), 0)
+        return idx
+
     def op(self, type_: OperationType, inputs: list[int], outputs: list[int]) -> None:
         self.operations.append(Operation(OperationType(type_), list(inputs), list(outputs)))
 
-    def model_1_3(self) -> Model_1_3:
+    def subgraph(self) -> Subgraph:
         count_consumers(self.operands, self.operations)
-        main = Subgraph(self.operands, self.operations, list(self.inputs), list(self.outputs))
-        return Model_1_3(main, [], bytes(self.values))
+        return Subgraph(self.operands, self.operations, list(self.inputs), list(self.outputs))
+
+    def model_1_3(self, referenced: list[Subgraph] | None = None) -> Model_1_3:
+        return Model_1_3(self.subgraph(), list(referenced or []), bytes(self.values))
 
     def model_1_2(self) -> Model:
         count_consumers(self.operands, self.operations)

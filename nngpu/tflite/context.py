@@ -1,6 +1,8 @@
-"""What an operator mapper (ops_map) works on: the operands being built for a TFLite graph's
+"""What an operator mapper (mappers/) works on: the operands being built for a TFLite graph's
 tensors (OperandTable), and one operator's view of them and of the builder (OpCtx)."""
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -8,7 +10,7 @@ from ..hal.types import FusedActivationFunc, OperandLifeTime, OperandType, Opera
 from .builder import GraphBuilder
 from .errors import UnsupportedOperatorError
 from .fold import dequantize
-from .reader import Operator, TFLiteGraph, Tensor
+from .reader import Operator, Tensor, TFLiteGraph
 from .tensors import FLOAT16, FLOAT32, nn_dims, operand_spec
 
 T = OperandType
@@ -22,12 +24,20 @@ class OperandTable:
     (model inputs and outputs keep their lifetimes, constants their values), the float32 copies
     of quantized / float16 constants, and the warnings the mappers record."""
 
-    def __init__(self, graph: TFLiteGraph):
+    def __init__(self, graph: TFLiteGraph, builder: GraphBuilder | None = None,
+                 subgraph_ref: Callable[[int], int] | None = None, warnings: list[str] | None = None):
         self.g = graph
-        self.b = GraphBuilder()
+        self.b = builder or GraphBuilder()
         self.cache: dict[int, int] = {}
         self.float_cache: dict[int, int] = {}
-        self.warnings: list[str] = []
+        self.warnings: list[str] = [] if warnings is None else warnings
+        self._subgraph_ref = subgraph_ref
+
+    def subgraph(self, tflite_index: int) -> int | None:
+        """The NNAPI referenced-subgraph index of the file's subgraph `tflite_index`, mapped on
+        first use (IF branches, WHILE condition and body); None where this table's model can
+        reference none (a partition of a model)."""
+        return None if self._subgraph_ref is None else self._subgraph_ref(tflite_index)
 
     def operand_for(self, t: Tensor) -> int:
         """The operand of tensor t."""

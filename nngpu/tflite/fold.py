@@ -1,11 +1,13 @@
-"""Fold the constant subgraphs that only unpack weights, as the TFLite NNAPI delegate does:
-DENSIFY of a sparse constant and DEQUANTIZE of a float16 / quantized constant become plain
-float32 (or dense) constants: the operators' outputs get the data, and the importer skips them."""
+"""Values known at import: the constant subgraphs that only unpack weights, as the TFLite NNAPI
+delegate folds them (DENSIFY of a sparse constant and DEQUANTIZE of a float16 / quantized
+constant become plain float32 or dense constants), and the integer shape arithmetic that
+rewrite.py folds (EVALUATORS: STRIDED_SLICE, PACK, CONCATENATION, ... of constants). A folded
+operator's outputs get the data, and the importer skips it."""
 from __future__ import annotations
 
 import numpy as np
 
-from .reader import Sparsity, TFLiteGraph, Tensor
+from .reader import NP_DTYPES, Sparsity, Tensor, TFLiteGraph
 
 FOLDABLE = frozenset({"DEQUANTIZE", "DENSIFY"})
 
@@ -98,3 +100,58 @@ def fold_constants(graph: TFLiteGraph) -> list[int]:
         dst.data = np.ascontiguousarray(value.reshape(dst.shape) if dst.shape else value)
         folded.append(op.index)
     return folded
+
+
+# ---- evaluating shape arithmetic at import ------------------------------------------------------
+def _strided_slice(x: np.ndarray, begin, end, strides, o) -> np.ndarray:
+    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
+        raise FoldError("STRIDED_SLICE with ellipsis / new-axis masks")
+    bm, em, sm = (o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()) if o is not None else (0, 0, 0)
+    index = []
+    for d in range(len(begin)):
+        b = None if bm >> d & 1 else int(begin[d])
+        e = None if em >> d & 1 else int(end[d])
+        index.append(b if sm >> d & 1 else slice(b, e, int(strides[d])))
+    return np.asarray(x[tuple(index)])
+
+
+def _axis_opt(o, name: str = "Axis") -> int:
+    return int(getattr(o, name)()) if o is not None else 0
+
+
+# operator -> f(inputs, options): the small integer ops of shape computations.
+EVALUATORS = {
+    "STRIDED_SLICE": lambda v, o: _strided_slice(v[0], v[1], v[2], v[3], o),
+    "PACK": lambda v, o: np.stack(v, axis=_axis_opt(o)),
+    "CONCATENATION": lambda v, o: np.concatenate([np.atleast_1d(a) for a in v], axis=_axis_opt(o)),
+    "RESHAPE": lambda v, o: v[0].reshape([int(d) for d in np.asarray(v[1]).reshape(-1)]),
+    "GATHER": lambda v, o: np.take(v[0], v[1], axis=_axis_opt(o)),
+    "CAST": lambda v, o: v[0],  # the output dtype is applied by the caller
+    "ADD": lambda v, o: v[0] + v[1], "SUB": lambda v, o: v[0] - v[1], "MUL": lambda v, o: v[0] * v[1],
+    "FLOOR_DIV": lambda v, o: v[0] // v[1], "FLOOR_MOD": lambda v, o: v[0] % v[1],
+    "BROADCAST_ARGS": lambda v, o: np.asarray(np.broadcast_shapes(tuple(v[0]), tuple(v[1]))),
+    "SQUEEZE": lambda v, o: np.squeeze(v[0]),
+    "EXPAND_DIMS": lambda v, o: np.expand_dims(v[0], int(np.asarray(v[1]).reshape(-1)[0])),
+    "FILL": lambda v, o: np.full([int(d) for d in v[0]], np.asarray(v[1]).reshape(-1)[0]),
+    "RANGE": lambda v, o: np.arange(v[0].item(), v[1].item(), v[2].item()),
+    "REDUCE_PROD": lambda v, o: np.prod(v[0], axis=tuple(int(a) for a in np.atleast_1d(v[1]))),
+    "SLICE": lambda v, o: v[0][tuple(slice(int(b), None if int(s) < 0 else int(b) + int(s))
+                                     for b, s in zip(v[1], v[2]))],
+}
+
+
+def evaluate(op, tensors: list[Tensor]) -> np.ndarray | None:
+    """The value of an integer / bool operator whose inputs are all constant, or None."""
+    fn = EVALUATORS.get(op.name)
+    ins = [tensors[i] for i in op.inputs if i >= 0]
+    if fn is None or len(op.outputs) != 1 or any(t.data is None or t.quant is not None for t in ins):
+        return None
+    out = tensors[op.outputs[0]]
+    dtype = NP_DTYPES.get(out.type)
+    if dtype is None or dtype.kind not in "iub" or out.quant is not None:
+        return None
+    try:
+        value = np.asarray(fn([t.data for t in ins], op.options)).astype(dtype)
+    except (ValueError, IndexError, TypeError) as e:
+        raise FoldError(f"operator #{op.index} {op.name} on constants: {e}") from e
+    return value

@@ -1,7 +1,8 @@
 """Read a .tflite flatbuffer (through the `tflite` package's generated schema code) into plain
 Python records: tensors with their constant data and quantization, operators with their options.
 
-Only the first subgraph is read: TFLite control flow (IF / WHILE bodies) is not imported."""
+The first subgraph is the model; the others (IF branches, WHILE condition and body) are read
+into TFLiteGraph.subgraphs, indexed as TFLite numbers them (subgraphs[0] is the model itself)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,6 +63,12 @@ class Tensor:
     data: np.ndarray | None = None    # constant value (dense: shaped; sparse: flat stored values)
     sparsity: Sparsity | None = None
     is_variable: bool = False
+    signature: list[int] | None = None  # shape_signature: -1 marks an extent known only at run time
+    shown_type: int | None = None       # the type the user sees when the model computes `type`
+
+    @property
+    def dynamic(self) -> bool:
+        return self.signature is not None and any(d < 0 for d in self.signature)
 
     @property
     def type_name(self) -> str:
@@ -88,6 +95,8 @@ class TFLiteGraph:
     outputs: list[int]
     description: str = ""
     extra: dict = field(default_factory=dict)
+    subgraphs: list[TFLiteGraph] = field(default_factory=list)  # all of the file's, this one first
+    name: str = ""
 
 
 def _enum_names(enum_cls) -> dict[int, str]:
@@ -169,8 +178,46 @@ def _options(op):
     return opts
 
 
+def _subgraph(model, data: bytes, index: int) -> TFLiteGraph:
+    g = model.Subgraphs(index)
+    tensors = []
+    for i in range(g.TensorsLength()):
+        t = g.Tensors(i)
+        shape = [int(v) for v in t.ShapeAsNumpy()] if t.ShapeLength() else []
+        sig = [int(v) for v in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else None
+        tensor = Tensor(i, (t.Name() or b"").decode("utf-8", "replace"), shape, int(t.Type()),
+                        _quant(t), None, _sparsity(t), bool(t.IsVariable()), sig)
+        raw = _buffer_bytes(model, data, t.Buffer())
+        dtype = NP_DTYPES.get(tensor.type)
+        if raw is not None and dtype is not None:
+            arr = np.frombuffer(raw, dtype=dtype).copy()
+            if tensor.sparsity is None:
+                if arr.size != int(np.prod(shape, dtype=np.int64)):
+                    raise TFLiteFormatError(f"tensor {i} ({tensor.name}): buffer of {arr.size} values "
+                                            f"for shape {shape}")
+                arr = arr.reshape(shape)
+            tensor.data = arr
+        tensors.append(tensor)
+    operators = []
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        builtin = max(int(code.BuiltinCode()), int(code.DeprecatedBuiltinCode()))
+        custom = _OP_NAMES.get(builtin) == "CUSTOM"
+        name = (code.CustomCode() or b"").decode() if custom else _OP_NAMES.get(builtin, f"BUILTIN_{builtin}")
+        ins = [int(v) for v in op.InputsAsNumpy()] if op.InputsLength() else []
+        outs = [int(v) for v in op.OutputsAsNumpy()] if op.OutputsLength() else []
+        copts = op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() else b""
+        operators.append(Operator(i, name, custom, ins, outs, None if custom else _options(op), copts,
+                                  int(code.Version())))
+    ins = [int(v) for v in g.InputsAsNumpy()] if g.InputsLength() else []
+    outs = [int(v) for v in g.OutputsAsNumpy()] if g.OutputsLength() else []
+    return TFLiteGraph(tensors, operators, ins, outs, name=(g.Name() or b"").decode("utf-8", "replace"))
+
+
 def read_tflite(data: bytes) -> TFLiteGraph:
-    """Parse the bytes of a .tflite file into a TFLiteGraph (the first subgraph)."""
+    """Parse the bytes of a .tflite file into a TFLiteGraph (the first subgraph, with all of
+    them in .subgraphs)."""
     if _fb is None:
         raise TFLitePackageMissing(f"reading .tflite files needs the `tflite` package: {_IMPORT_ERROR}")
     if len(data) < 8 or data[4:8] != b"TFL3":
@@ -179,41 +226,14 @@ def read_tflite(data: bytes) -> TFLiteGraph:
         model = _fb.Model.GetRootAsModel(data, 0)
         if model.SubgraphsLength() < 1:
             raise TFLiteFormatError("the model has no subgraph")
-        g = model.Subgraphs(0)
-        tensors = []
-        for i in range(g.TensorsLength()):
-            t = g.Tensors(i)
-            shape = [int(v) for v in t.ShapeAsNumpy()] if t.ShapeLength() else []
-            tensor = Tensor(i, (t.Name() or b"").decode("utf-8", "replace"), shape, int(t.Type()),
-                            _quant(t), None, _sparsity(t), bool(t.IsVariable()))
-            raw = _buffer_bytes(model, data, t.Buffer())
-            dtype = NP_DTYPES.get(tensor.type)
-            if raw is not None and dtype is not None:
-                arr = np.frombuffer(raw, dtype=dtype).copy()
-                if tensor.sparsity is None:
-                    if arr.size != int(np.prod(shape, dtype=np.int64)):
-                        raise TFLiteFormatError(f"tensor {i} ({tensor.name}): buffer of {arr.size} values "
-                                                f"for shape {shape}")
-                    arr = arr.reshape(shape)
-                tensor.data = arr
-            tensors.append(tensor)
-        operators = []
-        for i in range(g.OperatorsLength()):
-            op = g.Operators(i)
-            code = model.OperatorCodes(op.OpcodeIndex())
-            builtin = max(int(code.BuiltinCode()), int(code.DeprecatedBuiltinCode()))
-            custom = _OP_NAMES.get(builtin) == "CUSTOM"
-            name = (code.CustomCode() or b"").decode() if custom else _OP_NAMES.get(builtin, f"BUILTIN_{builtin}")
-            ins = [int(v) for v in op.InputsAsNumpy()] if op.InputsLength() else []
-            outs = [int(v) for v in op.OutputsAsNumpy()] if op.OutputsLength() else []
-            copts = op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() else b""
-            operators.append(Operator(i, name, custom, ins, outs, None if custom else _options(op), copts,
-                                      int(code.Version())))
-        ins = [int(v) for v in g.InputsAsNumpy()] if g.InputsLength() else []
-        outs = [int(v) for v in g.OutputsAsNumpy()] if g.OutputsLength() else []
+        graphs = [_subgraph(model, data, k) for k in range(model.SubgraphsLength())]
         desc = (model.Description() or b"").decode("utf-8", "replace")
     except TFLiteFormatError:
         raise
     except Exception as e:  # a corrupt flatbuffer surfaces as struct/index errors from the parser
         raise TFLiteFormatError(f"corrupt .tflite flatbuffer: {type(e).__name__}: {e}") from e
-    return TFLiteGraph(tensors, operators, ins, outs, desc)
+    main = graphs[0]
+    main.description = desc
+    for g in graphs:
+        g.subgraphs = graphs
+    return main

@@ -52,3 +52,15 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"nngpu {nngpu.__version__}"
+
+
+def test_help_is_written_for_users(capsys):
+    from nngpu.cli import DESCRIPTION
+
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0 and DESCRIPTION in out and "nngpu COMMAND --help" in out
+    assert "add_parser" not in out and "CLIError" not in out  # not the package's docstring for developers
+    for command in ("run", "profile", "cts", "kernels", "info", "cache", "serve"):
+        assert f" {command} " in out

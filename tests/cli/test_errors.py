@@ -60,6 +60,17 @@ def test_unknown_backend(capsys, argv):
     fails(capsys, [*argv, "--backend", "bogus"], "unknown backend 'bogus'")
 
 
+@pytest.mark.parametrize("argv", [["info"], ["run"]])
+def test_unknown_backend_from_the_environment(capsys, monkeypatch, argv):
+    """NNGPU_BACKEND=vulkan reads as --backend vulkan does: the same one line, exit 2."""
+    monkeypatch.setenv("NNGPU_BACKEND", "vulkan")
+    from_env = fails(capsys, argv, "unknown backend 'vulkan'")
+    assert main(argv) == 2
+    capsys.readouterr()
+    monkeypatch.delenv("NNGPU_BACKEND")
+    assert fails(capsys, [*argv, "--backend", "vulkan"]) == from_env
+
+
 def test_cuda_without_a_gpu(capsys):
     from nngpu.backends import cuda
 

@@ -49,6 +49,7 @@ class _Tensor:
     zero_points: list[int] | None = None
     qdim: int = 0
     csr: tuple[list[int], list[int]] | None = None  # 2-D CSR: (row segments, column indices)
+    variable: bool = False                          # a state tensor (is_variable)
 
 
 @dataclass
@@ -68,11 +69,11 @@ class TFLModel:
     ops: list[_Op] = field(default_factory=list)
 
     def tensor(self, name: str, shape, type_: int = FLOAT32, data=None, scale=None, zero_point=None,
-               qdim: int = 0, csr=None) -> int:
+               qdim: int = 0, csr=None, variable: bool = False) -> int:
         arr = None if data is None else np.asarray(data, dtype=_NP[type_])
         scales = None if scale is None else list(np.atleast_1d(scale).astype(float))
         zps = None if scale is None else list(np.atleast_1d(0 if zero_point is None else zero_point).astype(int))
-        self.tensors.append(_Tensor(name, list(shape), type_, arr, scales, zps, qdim, csr))
+        self.tensors.append(_Tensor(name, list(shape), type_, arr, scales, zps, qdim, csr, variable))
         return len(self.tensors) - 1
 
     def const(self, name: str, data, type_: int = FLOAT32, **quant) -> int:
@@ -158,6 +159,8 @@ class TFLModel:
                 tflite.TensorAddQuantization(b, quant)
             if sparsity is not None:
                 tflite.TensorAddSparsity(b, sparsity)
+            if t.variable:
+                tflite.TensorAddIsVariable(b, True)
             tensor_offs.append(tflite.TensorEnd(b))
         codes: list[tuple[str, bool]] = []
         op_offs = []

@@ -1,0 +1,181 @@
+"""The graph rewrites made before any operator is mapped, in the order they run:
+
+1. fold_weights: DENSIFY / DEQUANTIZE of a constant become the unpacked constant (fold.py).
+2. fold_known_values: SHAPE of a tensor whose shape is known at import becomes that constant,
+   and the integer shape arithmetic on constants after it (STRIDED_SLICE, PACK, CONCATENATION,
+   ...) is evaluated (fold.evaluate). A file stores 1 for an extent the converter saw as
+   dynamic: a RESHAPE whose new shape became constant gets its output shape from it, and the
+   common operators' outputs get theirs from their inputs (infer.py).
+3. repeat_to_resize: EXPAND_DIMS + TILE + RESHAPE that repeats each row (or column) of an NHWC
+   tensor k times (Keras 3 UpSampling2D "nearest": a rank-5 TILE, beyond NNAPI's rank 4)
+   becomes RESIZE_NEAREST_NEIGHBOR, when float32 resize arithmetic gives exactly that repeat.
+4. narrow_int64_indices: ARG_MAX / ARG_MIN with an int64 output compute int32 (NNAPI has no
+   int64); the tensor remembers int64 as the type its user sees (Tensor.shown_type).
+5. copy_passthrough: a graph output that is an input, a constant or another output gets its own
+   tensor through a RESHAPE to its shape (an NNAPI operand has one lifetime).
+6. drop_dead: operators whose outputs nothing uses (left by 2 and 3) are skipped.
+
+rewrite_graph runs them all and returns the indexes of the operators the importer skips."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .fold import FoldError, evaluate, fold_constants
+from .infer import infer_shape
+from .reader import Operator, Tensor, TFLiteGraph
+from .tensors import INT32, INT64
+
+_SIDE_EFFECTS = frozenset({"ASSIGN_VARIABLE", "CALL_ONCE"})
+
+
+def _consumers(g: TFLiteGraph, skip: set[int]) -> dict[int, list[Operator]]:
+    users: dict[int, list[Operator]] = {}
+    for op in g.operators:
+        if op.index not in skip:
+            for i in op.inputs:
+                if i >= 0:
+                    users.setdefault(i, []).append(op)
+    return users
+
+
+def _new_tensor(g: TFLiteGraph, like: Tensor, **changes) -> Tensor:
+    t = replace(like, index=len(g.tensors), **changes)
+    g.tensors.append(t)
+    return t
+
+
+def _const(g: TFLiteGraph, name: str, value: np.ndarray) -> Tensor:
+    return _new_tensor(g, Tensor(0, name, list(value.shape), INT32), data=value.astype(np.int32))
+
+
+def fold_weights(g: TFLiteGraph) -> set[int]:
+    return set(fold_constants(g))
+
+
+def fold_known_values(g: TFLiteGraph, skip: set[int]) -> set[int]:
+    known_shape = set(g.inputs)  # tensors whose stored shape is the run-time one
+    folded = set()
+    for op in g.operators:
+        if op.index in skip:
+            continue
+        ts = [g.tensors[i] for i in op.inputs if i >= 0]
+        outs = [g.tensors[i] for i in op.outputs]
+        if op.name == "SHAPE" and ts and (not ts[0].dynamic or ts[0].index in known_shape):
+            dtype = np.int64 if outs[0].type == INT64 else np.int32
+            outs[0].data = np.asarray(ts[0].shape, dtype)
+        elif op.name == "RESHAPE" and len(ts) > 1 and ts[1].data is not None and ts[0].data is None:
+            shape = [int(d) for d in ts[1].data.reshape(-1)]
+            size = int(np.prod(ts[0].shape, dtype=np.int64))
+            if -1 in shape:
+                rest = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+                shape[shape.index(-1)] = size // rest if rest else 0
+            outs[0].shape = shape
+            known_shape.add(outs[0].index)
+            continue
+        elif (value := evaluate(op, g.tensors)) is not None:
+            outs[0].data = value
+            outs[0].shape = list(value.shape)
+        else:
+            if all(t.index in known_shape or not t.dynamic for t in ts):
+                if all(not t.dynamic for t in outs):
+                    known_shape.update(t.index for t in outs)
+                elif len(outs) == 1 and (shape := infer_shape(op, ts)) is not None:
+                    outs[0].shape = shape  # the stored shape has 1 for each dynamic extent
+                    known_shape.add(outs[0].index)
+            continue
+        folded.add(op.index)
+    return folded
+
+
+def _repeat_axis(x: Tensor, mult: list[int], a: int) -> int | None:
+    """k when TILE multiples repeat only the inserted axis a (of rank 5), else None."""
+    others = mult[:a] + mult[a + 1:]
+    return mult[a] if len(mult) == 5 and all(m == 1 for m in others) and mult[a] > 1 else None
+
+
+def _resize_is_repeat(n: int, k: int) -> bool:
+    """RESIZE_NEAREST_NEIGHBOR's float32 source index floor(dst * n / (n*k)) is dst // k."""
+    dst = np.arange(n * k, dtype=np.float32)
+    src = np.minimum(np.floor(dst * (np.float32(n) / np.float32(n * k))), n - 1)
+    return bool(np.array_equal(src.astype(np.int64), np.arange(n * k) // k))
+
+
+def repeat_to_resize(g: TFLiteGraph, skip: set[int]) -> set[int]:
+    producer = {o: op for op in g.operators if op.index not in skip for o in op.outputs}
+    users = _consumers(g, skip)
+    replaced = set()
+    for op in g.operators:
+        if op.index in skip or op.name != "RESHAPE":
+            continue
+        tile = producer.get(op.inputs[0])
+        expand = producer.get(tile.inputs[0]) if tile is not None and tile.name == "TILE" else None
+        if expand is None or expand.name != "EXPAND_DIMS":
+            continue
+        x, mult_t, axis_t = g.tensors[expand.inputs[0]], g.tensors[tile.inputs[1]], g.tensors[expand.inputs[1]]
+        if len(x.shape) != 4 or mult_t.data is None or axis_t.data is None:
+            continue
+        a = int(axis_t.data.reshape(-1)[0]) % 5
+        k = _repeat_axis(x, [int(m) for m in mult_t.data.reshape(-1)], a)
+        if k is None or a not in (2, 3) or any(len(users.get(t, [])) != 1 for t in (tile.inputs[0], op.inputs[0])):
+            continue
+        out = g.tensors[op.outputs[0]]
+        size = list(x.shape[1:3])
+        size[a - 2] *= k
+        want = list(x.shape)
+        want[a - 1] *= k
+        if out.shape != want or not _resize_is_repeat(x.shape[a - 1], k):
+            continue
+        size_t = _const(g, f"{out.name}/resize_size", np.asarray(size))
+        op.name, op.inputs, op.options = "RESIZE_NEAREST_NEIGHBOR", [x.index, size_t.index], None
+        replaced.add(op.index)
+    return replaced
+
+
+def narrow_int64_indices(g: TFLiteGraph, skip: set[int]) -> None:
+    for op in g.operators:
+        if op.index not in skip and op.name in ("ARG_MAX", "ARG_MIN"):
+            out = g.tensors[op.outputs[0]]
+            if out.type == INT64:
+                out.type, out.shown_type = INT32, INT64
+
+
+def copy_passthrough(g: TFLiteGraph, skip: set[int]) -> None:
+    produced = {o for op in g.operators if op.index not in skip for o in op.outputs}
+    seen: set[int] = set()
+    for k, t_index in enumerate(g.outputs):
+        src = g.tensors[t_index]
+        if t_index in produced and t_index not in seen and t_index not in g.inputs:
+            seen.add(t_index)
+            continue
+        copy = _new_tensor(g, src, data=None, is_variable=False)
+        shape = _const(g, f"{src.name}/copy_shape", np.asarray(src.shape or [1]))
+        g.operators.append(Operator(len(g.operators), "RESHAPE", False, [t_index, shape.index], [copy.index]))
+        g.outputs[k] = copy.index
+
+
+def drop_dead(g: TFLiteGraph, skip: set[int]) -> set[int]:
+    needed = set(g.outputs)
+    dead = set()
+    for op in reversed(g.operators):
+        if op.index in skip:
+            continue
+        if op.name in _SIDE_EFFECTS or any(o in needed for o in op.outputs):
+            needed.update(i for i in op.inputs if i >= 0)
+        else:
+            dead.add(op.index)
+    return dead
+
+
+def rewrite_graph(g: TFLiteGraph) -> set[int]:
+    """Run the rewrites on g in place; the indexes of the operators to skip."""
+    skip = fold_weights(g)
+    skip |= fold_known_values(g, skip)
+    repeat_to_resize(g, skip)
+    narrow_int64_indices(g, skip)
+    copy_passthrough(g, skip)
+    return skip | drop_dead(g, skip)
+
+
+__all__ = ["FoldError", "rewrite_graph"]
