@@ -165,13 +165,16 @@ def load_model(source: Any, fallback: bool = True, device: Device | None = None,
     `fallback` False refuses operators the driver would not run (HostOperatorsRefused), `device`
     has its getSupportedOperations decide as well as the importer, and `input_shapes` gives
     inputs whose shape signature leaves extents open the shapes to import them at."""
+    is_tflite = isinstance(source, (str, Path)) and Path(source).suffix == ".tflite"
+    if input_shapes and not is_tflite:
+        raise ModelLoadError("input_shapes applies to .tflite models only: other models declare their shapes")
     if isinstance(source, NamedModel):
         return source
     if isinstance(source, (str, Path)):
         path = Path(source)
         if not path.is_file():
             raise ModelLoadError(f"{path}: no such file")
-        if path.suffix == ".tflite":
+        if is_tflite:
             return _from_tflite(path, fallback, device, input_shapes)
         if path.suffix == ".json" or path.name.endswith(".json.gz"):
             return _from_json(path)

@@ -51,3 +51,12 @@ def test_a_shape_outside_the_signature_is_refused():
     with nngpu.Session(MODEL, backend="numpy") as s:
         with pytest.raises(InputError, match=r"shape \[2, 17\]"):
             s.run([np.zeros((2, 17), np.float32)])
+
+
+def test_input_shapes_is_refused_for_a_model_that_declares_its_shapes():
+    from nngpu.named_model import ModelLoadError
+
+    b = nngpu.ModelBuilder()
+    b.output("y", b.relu(b.input("x", np.float32, [2])))
+    with pytest.raises(ModelLoadError, match="input_shapes applies to .tflite models only"):
+        nngpu.Session(b.build(), backend="numpy", input_shapes={"x": [3]})
