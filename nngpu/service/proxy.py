@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -88,7 +89,22 @@ class _Link(BurstService):
         # dups of the service's fences, to put in error if it goes away; no lock, as drop_fence runs
         # from the collector, at any point of this thread: each is taken out by one atomic pop
         self._fences: dict[int, bool] = {}
+        # what collected proxy objects leave for the service to release (release_later)
+        self._releases: queue.SimpleQueue = queue.SimpleQueue()
         super().__init__(sock)
+        threading.Thread(target=_release_loop, args=(self._releases, self._conn), name="nngpu-release",
+                         daemon=True).start()
+
+    def release_later(self, op: str, args: dict) -> None:
+        """From a finalizer, which runs wherever a collection happens (the reader thread, whose
+        reply a call needs; the main thread, where a KeyboardInterrupt raised inside a finalizer
+        would be lost): SimpleQueue.put neither blocks nor waits, so nothing is called here."""
+        if self.alive:
+            self._releases.put((op, args))
+
+    def close(self) -> None:
+        self._releases.put(None)
+        super().close()
 
     def hold_fence(self, fd: int) -> int | None:
         """A dup of a fence the service returned (an eventfd, which nothing but the service would
@@ -175,7 +191,7 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
 
     def __init__(self, link: "_Link", model_id: int):
         super().__init__(link, model_id)
-        weakref.finalize(self, _release_later, link, "release", {"model": model_id})
+        weakref.finalize(self, link.release_later, "release", {"model": model_id})
 
     def _execute(self, version: int, request, measure, deadline, loop, callback, method: str) -> ErrorStatus:
         if not _is_callback(callback):
@@ -221,16 +237,19 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
         return reply["status"], fence, RemoteFencedCallback(self._service, fenced, held)
 
 
-def _release_later(link: _Link, op: str, args: dict) -> None:
-    """When a proxy object is collected: release what the service keeps for it, on a thread of
-    its own, as collection may happen on the connection's reader thread, which the reply needs."""
-    def release() -> None:
+def _release_loop(releases: queue.SimpleQueue, conn) -> None:
+    """A link's releases, one call each, until it closes (None) or its connection ends."""
+    while not conn.closed.is_set():
         try:
-            link._conn.call(op, args, timeout=10.0)
+            item = releases.get(timeout=1.0)
+        except queue.Empty:
+            continue
+        if item is None:
+            return
+        try:
+            conn.call(item[0], item[1], timeout=10.0)
         except (IpcError, WireError):
             pass
-    if link.alive:
-        threading.Thread(target=release, name=f"nngpu-{op}", daemon=True).start()
 
 
 class RemoteFencedCallback(IFencedExecutionCallback):
@@ -239,7 +258,7 @@ class RemoteFencedCallback(IFencedExecutionCallback):
 
     def __init__(self, link: _Link, fenced_id: int, fence: int | None = None):
         self._link, self._id = link, fenced_id
-        weakref.finalize(self, _release_later, link, "releaseFenced", {"fenced": fenced_id})
+        weakref.finalize(self, link.release_later, "releaseFenced", {"fenced": fenced_id})
         weakref.finalize(self, link.drop_fence, fence)
 
     def getExecutionInfo(self):
@@ -257,7 +276,7 @@ class RemoteBuffer(IBuffer):
 
     def __init__(self, link: _Link, token: int):
         self._link, self.token = link, token
-        weakref.finalize(self, _release_later, link, "freeBuffer", {"buffer": token})
+        weakref.finalize(self, link.release_later, "freeBuffer", {"buffer": token})
 
     def _copy(self, method: str, args: dict) -> ErrorStatus:
         try:
