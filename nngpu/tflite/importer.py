@@ -42,7 +42,7 @@ class ImportedModel(NamedIO):
         return iter((self.model, self.input_names, self.output_names))
 
 
-def _map_operators(table: OperandTable, skip: set[int], host: set[int] | None = None) -> list[int]:
+def map_operators(table: OperandTable, skip: set[int], host: set[int] | None = None) -> list[int]:
     """Map every operator not in `skip` (folded) through MAPPERS, then set the model's inputs and
     outputs; returns, per NNAPI operation emitted, the index of the operator it came from.
 
@@ -111,7 +111,7 @@ class _Mark:
                 del cache[t]
 
 
-def _io(t: Tensor, dims: list[int] | None = None) -> IOTensor:
+def io_of(t: Tensor, dims: list[int] | None = None) -> IOTensor:
     """The IOTensor of tensor t; dims: its operand's settled shape (see shapes.py)."""
     q = t.quant
     io = IOTensor(t.name, list(t.shape) if dims is None or not t.shape else list(dims), numpy_dtype(t),
@@ -123,7 +123,8 @@ def _io(t: Tensor, dims: list[int] | None = None) -> IOTensor:
     return io
 
 
-def _rewrite(graph: TFLiteGraph) -> set[int]:
+def rewrite(graph: TFLiteGraph) -> set[int]:
+    """rewrite.py's pass, its refusals as import errors: the operators the importer skips."""
     try:
         return rewrite_graph(graph)
     except FoldError as e:
@@ -151,7 +152,7 @@ class _Subgraphs:
         sub = self.graph.subgraphs[k]
         table = OperandTable(sub, GraphBuilder(), self.ref, self.warnings)
         try:
-            _map_operators(table, _rewrite(sub))
+            map_operators(table, rewrite(sub))
             settle_shapes(table)
         except TFLiteImportError as e:
             del self.builders[n:]
@@ -176,6 +177,13 @@ class _Subgraphs:
         return out
 
 
+def new_table(graph: TFLiteGraph) -> tuple[OperandTable, _Subgraphs]:
+    """The operand table a graph is mapped into, with its WHILE / IF bodies' subgraphs."""
+    warnings: list[str] = []
+    subgraphs = _Subgraphs(graph, warnings)
+    return OperandTable(graph, GraphBuilder(), subgraphs.ref, warnings), subgraphs
+
+
 def fix_input_shapes(graph: TFLiteGraph, shapes: dict[str, list[int]]) -> None:
     """Give model inputs the shapes asked for, where their shape signature leaves extents open."""
     by_name = {graph.tensors[t].name: graph.tensors[t] for t in graph.inputs}
@@ -195,11 +203,9 @@ def import_graph(graph: TFLiteGraph, validate: bool = True,
     which otherwise run at the stored shape (1 for each dynamic extent)."""
     if input_shapes:
         fix_input_shapes(graph, input_shapes)
-    skip = _rewrite(graph)
-    warnings: list[str] = []
-    subgraphs = _Subgraphs(graph, warnings)
-    table = OperandTable(graph, GraphBuilder(), subgraphs.ref, warnings)
-    _map_operators(table, skip)
+    skip = rewrite(graph)
+    table, subgraphs = new_table(graph)
+    map_operators(table, skip)
     settle_shapes(table)
     referenced = subgraphs.assemble(table.b)
     model13 = table.b.model_1_3(referenced)
@@ -219,8 +225,8 @@ def import_graph(graph: TFLiteGraph, validate: bool = True,
     for op in graph.operators:
         counts[op.name] = counts.get(op.name, 0) + 1
     dims = table.b.operands
-    return ImportedModel(model, [_io(graph.tensors[t]) for t in graph.inputs],
-                         [_io(graph.tensors[t], list(dims[table.cache[t]].dimensions)) for t in graph.outputs],
+    return ImportedModel(model, [io_of(graph.tensors[t]) for t in graph.inputs],
+                         [io_of(graph.tensors[t], list(dims[table.cache[t]].dimensions)) for t in graph.outputs],
                          max(version, 12), len(skip), graph.description, counts, table.warnings)
 
 

@@ -3,7 +3,7 @@
     plan = plan_tflite(Path("m.tflite").read_bytes(), supported=lambda model: [True, ...])
     plan.parts      # [Partition(on_host, ops, inputs, outputs, imported)] in execution order
 
-An operator is a host operator when its mapper cannot express it in NNAPI (`_map_operators` with
+An operator is a host operator when its mapper cannot express it in NNAPI (`map_operators` with
 a host set) or when the driver's getSupportedOperations (`supported`) refuses an operation it
 became. The graph is rewritten first as import_graph rewrites it (rewrite.py); the operators it
 keeps are ordered topologically, staying with one kind (driver or host) while any operator of that
@@ -19,12 +19,9 @@ from typing import Callable
 
 from ..hal.types import Model, Model_1_3
 from ..named_model import IOTensor
-from .context import OperandTable
 from .errors import TFLiteFormatError, TFLiteImportError, UnsupportedOperatorError
-from .fold import FoldError
-from .importer import ImportedModel, _io, _map_operators, _Subgraphs, fix_input_shapes, import_graph
+from .importer import ImportedModel, fix_input_shapes, import_graph, io_of, map_operators, new_table, rewrite
 from .reader import NP_DTYPES, TFLiteGraph, read_tflite
-from .rewrite import rewrite_graph
 
 # The driver's answer for a model: one flag per operation (getSupportedOperations).
 Supported = Callable[[Model | Model_1_3], list[bool]]
@@ -100,7 +97,7 @@ def plan_tflite(data: bytes, fallback: bool = True, supported: Supported | None 
     if input_shapes:
         fix_input_shapes(graph, input_shapes)
     file_ops = len(graph.operators)
-    skip = _rewrite(graph)
+    skip = rewrite(graph)
     inputs, _ = graph_io(graph)  # a boundary type numpy lacks: refused before any work
     first: TFLiteImportError | None = None
     try:
@@ -133,24 +130,10 @@ def plan_tflite(data: bytes, fallback: bool = True, supported: Supported | None 
     return PartitionPlan(data, graph, parts, sorted(skip), file_ops, inputs, _outputs(graph, parts))
 
 
-def _rewrite(graph: TFLiteGraph) -> set[int]:
-    try:
-        return rewrite_graph(graph)
-    except FoldError as e:
-        raise TFLiteImportError(str(e)) from e
-
-
-def _table(graph: TFLiteGraph) -> OperandTable:
-    """An operand table set up as import_graph sets up its own (WHILE / IF bodies included)."""
-    table = OperandTable(graph)
-    subgraphs = _Subgraphs(graph, table.warnings)
-    return OperandTable(graph, table.b, subgraphs.ref, table.warnings)
-
-
 def _trial_host_ops(graph: TFLiteGraph, skip: set[int]) -> set[int]:
     """The operators whose mappers cannot express them in NNAPI."""
     host: set[int] = set()
-    _map_operators(_table(graph), skip, host)
+    map_operators(new_table(graph)[0], skip, host)
     return host
 
 
@@ -158,7 +141,7 @@ def _outputs(graph: TFLiteGraph, parts: list[Partition]) -> list[IOTensor]:
     """The model's outputs: as the driver partition computing one sees it (its settled shape,
     its computed dtype), else as the file declares it."""
     by_tensor = {t: io for p in parts if p.imported is not None for t, io in zip(p.outputs, p.imported.outputs)}
-    return [by_tensor.get(t) or _io(graph.tensors[t]) for t in graph.outputs]
+    return [by_tensor.get(t) or io_of(graph.tensors[t]) for t in graph.outputs]
 
 
 def _import_driver_parts(graph: TFLiteGraph, parts: list[Partition], supported: Supported | None) -> set[int]:
@@ -179,7 +162,7 @@ def _import_driver_parts(graph: TFLiteGraph, parts: list[Partition], supported: 
             return refused
         flags = supported(p.imported.model) if supported is not None else None
         if flags is not None and not all(flags):
-            origins = _map_operators(_table(subgraph(graph, p)), set(), set())
+            origins = map_operators(new_table(subgraph(graph, p))[0], set(), set())
             if len(origins) != len(flags):
                 raise TFLiteImportError("the driver refuses operations of a partition nngpu cannot trace back "
                                         "to their operators")
@@ -270,4 +253,4 @@ def graph_io(graph: TFLiteGraph):
             if NP_DTYPES.get(tensor.type) is None:
                 raise TFLiteImportError(f"model {kind} {k} ({tensor.name}, tensor {t}): type {tensor.type_name} "
                                         f"is not supported")
-    return [_io(graph.tensors[t]) for t in graph.inputs], [_io(graph.tensors[t]) for t in graph.outputs]
+    return [io_of(graph.tensors[t]) for t in graph.inputs], [io_of(graph.tensors[t]) for t in graph.outputs]
