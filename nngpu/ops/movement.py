@@ -16,6 +16,7 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Coords, Expr, Tensor
 from ..ir.tensor import View
+from .lib.axes import resolve_axis
 from .lib.device import COPYABLE, lookup, types_in
 from .lib.dtypes import dtype_of, quant_range
 from .lib.index_map import copyable, index_map, padded, require_nonempty, stored_constant
@@ -28,7 +29,6 @@ from .lib.layout import (
     check_shape_rank,
     int_vector,
     nonzero_quant8_offset_needs_v1_2,
-    norm_axis,
     pad_constant,
     register_injective,
     rules,
@@ -73,7 +73,7 @@ def _concat_axis(ctx: OpContext) -> tuple[int, list[Shape]]:
     shapes = [ctx.in_shape(i) for i in range(n)]
     first = shapes[0]
     check_shape_rank(first, 1, 4)
-    axis = norm_axis(int(ctx.scalar(n)), len(first))
+    axis = resolve_axis(int(ctx.scalar(n)), len(first))
     for i, s in enumerate(shapes):
         if len(s) != len(first) or s[:axis] != first[:axis] or s[axis + 1:] != first[axis + 1:]:
             raise OpError(f"input {i} shape {list(s)} incompatible with {list(first)} on axis {axis}")
@@ -247,7 +247,7 @@ def _split_axis(ctx: OpContext) -> tuple[int, int]:
     """(axis, number of splits), checked against the input's extent and the outputs."""
     shape = ctx.in_shape(0)
     check_shape_rank(shape, 1, 99)
-    axis = norm_axis(int(ctx.scalar(1)), len(shape))
+    axis = resolve_axis(int(ctx.scalar(1)), len(shape))
     k = int(ctx.scalar(2))
     if k <= 0 or shape[axis] % k:
         raise OpError(f"{k} splits do not evenly divide extent {shape[axis]}")
@@ -289,7 +289,7 @@ def _tile(ctx: OpContext) -> list[np.ndarray]:
 def _gather_axis(ctx: OpContext) -> int:
     shape = ctx.in_shape(0)
     check_shape_rank(shape, 1, 99)
-    return norm_axis(int(ctx.scalar(1)), len(shape))
+    return resolve_axis(int(ctx.scalar(1)), len(shape))
 
 
 def _gather_shape(ctx: OpContext) -> list[Shape]:
@@ -316,7 +316,7 @@ def _shuffle_groups(ctx: OpContext) -> tuple[int, int]:
     shape = ctx.in_shape(0)
     check_shape_rank(shape, 1, 4)
     groups = int(ctx.scalar(1))
-    axis = norm_axis(int(ctx.scalar(2)), len(shape))
+    axis = resolve_axis(int(ctx.scalar(2)), len(shape))
     if groups <= 0 or shape[axis] % groups:
         raise OpError(f"{shape[axis]} channels not divisible into {groups} groups")
     return groups, axis

@@ -89,13 +89,6 @@ def int_vector(ctx: OpContext, i: int, length: int | None = None, what: str = ""
     return v.astype(np.int64)
 
 
-def norm_axis(axis: int, rank: int) -> int:
-    """An axis in [-rank, rank) as a non-negative index."""
-    if not -rank <= axis < rank:
-        raise OpError(f"axis {axis} outside [-{rank}, {rank})")
-    return axis + rank if axis < 0 else axis
-
-
 def nchw_flag(ctx: OpContext, i: int) -> bool:
     return bool(ctx.scalar(i, False))
 
