@@ -5,30 +5,25 @@ from __future__ import annotations
 
 import numpy as np
 
-try:  # the ufunc np.clip calls, without its Python wrapper (2 µs a call)
-    from numpy._core.umath import clip as np_clip
+try:  # the ufunc np.clip calls, without its Python wrapper (2 µs a call); the families import it from here
+    from numpy._core.umath import clip as np_clip  # noqa: F401
 except ImportError:  # numpy 1.x
-    from numpy.core.umath import clip as np_clip
+    from numpy.core.umath import clip as np_clip  # noqa: F401
 
 from ...hal.types import FusedActivationFunc as Act
 from ...hal.types import OperandType as T
 from ..registry import HalVersion as V
 from ..registry import OpContext, OpError, broadcast_shapes, sig
+from .axes import MAX_RANK, check_max_rank
 from .quant import VALID_ACTIVATIONS
-
-__all__ = ["np_clip"]
-
-MAX_RANK = 4
-
 
 broadcast_two = broadcast_shapes(0, 1)
 
 
 def check_rank(ctx: OpContext, indexes, max_rank: int = MAX_RANK) -> None:
+    """Each listed input's rank, where the model gives it, is at most max_rank."""
     for i in indexes:
-        dims = ctx.in_operand(i).dimensions
-        if dims and len(dims) > max_rank:
-            raise OpError(f"input {i} has rank {len(dims)} > {max_rank}")
+        check_max_rank(ctx, i, max_rank)
 
 
 def validate_broadcast(ctx: OpContext) -> None:
