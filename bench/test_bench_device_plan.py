@@ -29,7 +29,7 @@ pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not ins
 
 from nngpu import profiling  # noqa: E402
 from nngpu.backends import cuda, opencl  # noqa: E402
-from nngpu.compiler.lower import GemmStep, KernelStep  # noqa: E402
+from nngpu.compiler.steps import GemmStep, KernelStep  # noqa: E402
 from nngpu.session import Session, random_inputs  # noqa: E402
 from nngpu.tflite import load_tflite  # noqa: E402
 from nngpu.tflite.models import MODELS  # noqa: E402
@@ -89,7 +89,7 @@ def opencl_plan(model):
     name, imported, inputs = model
     with Session(imported, "opencl") as session:
         plan = session.prepared.executor
-        plan.execute(inputs, {})
+        plan.execute(inputs)
         yield name, plan, inputs
 
 
@@ -107,7 +107,7 @@ def _device_seconds(plan, inputs) -> float | None:
     the backend reports none)."""
     with profiling.recording() as prof:
         for _ in range(PROFILED):
-            plan.execute(inputs, {})
+            plan.execute(inputs)
     times = [e.args.get("device_ns") for e in prof.events if e.cat in ("kernel", "gemm")]
     if not times or None in times:
         return None
@@ -119,7 +119,7 @@ def _thread_seconds(plan, inputs) -> float:
     times = []
     for _ in range(ROUNDS):
         start = time.thread_time_ns()
-        plan.execute(inputs, {})
+        plan.execute(inputs)
         times.append(time.thread_time_ns() - start)
     return statistics.median(times) / 1e9
 
@@ -163,7 +163,7 @@ def test_opencl_enqueue(benchmark, opencl_plan, path):
 def test_opencl_plan(benchmark, opencl_plan):
     name, plan, inputs = opencl_plan
     benchmark.group = f"{name} plan"
-    benchmark.pedantic(plan.execute, args=(inputs, {}), rounds=ROUNDS, warmup_rounds=2)
+    benchmark.pedantic(plan.execute, args=(inputs,), rounds=ROUNDS, warmup_rounds=2)
     RESULTS[name, "launches"] = _launches(plan)
     benchmark.extra_info["launches"] = RESULTS[name, "launches"]
     device = _device_seconds(plan, inputs)
@@ -188,7 +188,7 @@ def test_cuda_plan(benchmark, model, mode):
         if mode == "request":
             benchmark.pedantic(session.execute, rounds=ROUNDS, warmup_rounds=2)
         else:
-            benchmark.pedantic(plan.execute, args=(inputs, {}), rounds=ROUNDS, warmup_rounds=2)
+            benchmark.pedantic(plan.execute, args=(inputs,), rounds=ROUNDS, warmup_rounds=2)
     median = _median(benchmark)
     if median is not None:
         RESULTS[name, f"cuda-{mode}"] = median

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from nngpu import profiling
-from nngpu.compiler.interpreter import GraphRunner
-from nngpu.compiler.numpy_plan import NumpyPlan
+from nngpu.runtime.interpreter import GraphRunner
+from nngpu.compiler.numpy_bind import numpy_plan
 from nngpu.hal import OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.session import random_inputs
@@ -87,7 +87,7 @@ def test_bare_numpy(benchmark):
 
 def _executor(kind: str, model):
     runner = GraphRunner(as_model_1_3(model))
-    return runner if kind == "runner" else NumpyPlan(runner)
+    return runner if kind == "runner" else numpy_plan(runner)
 
 
 @pytest.mark.parametrize("kind", ["runner", "plan"])
@@ -119,7 +119,7 @@ def test_model(benchmark, model, kind):
     if kind == "plan":
         with profiling.recording() as prof:
             for _ in range(3):
-                executor.execute(inputs, {})
+                executor.execute(inputs)
         TOP_OPS[name] = "\n".join(prof.format_op_table().splitlines()[: TOP + 1])
-        (bound,) = executor._bound.values()
+        (bound,) = executor.bounds()
         MEMORY[name] = bound.unshared_nbytes(), bound.nbytes

@@ -14,7 +14,8 @@ import numpy as np
 from .hal.types import (DataLocation, FusedActivationFunc, Model_1_3, Operand, OperandLifeTime as L,
                         OperandType as T, Operation, OperationType, Subgraph)
 from .modelutil import count_consumers
-from .named_model import NamedModel, io_tensor
+from .named_io import io_tensor
+from .named_model import NamedModel
 from .ops import load_all
 from .ops.lib.dtypes import QUANT_TENSORS, dtype_of, is_tensor
 from .ops.node import DataDependent, NeedsValue, OpNode

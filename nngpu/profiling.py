@@ -11,8 +11,9 @@ module global `current` (per step, per operation, per execution, per prepare pha
 
 Device timing is honest, not free: OpenCL queues and CUDA streams run asynchronously, so a
 host-side span around an enqueue measures only the enqueue. While recording, a device plan
-therefore synchronises the backend after each step (backend.synchronize()), and a step's span
-covers that step's device work. This serialises the device with the host, so an execution is
+therefore synchronises its backend after each step before it reports the step here (the
+profiler only records; it never drives a device), and a step's span covers that step's device
+work. This serialises the device with the host, so an execution is
 slower while recording than without it; compare steps with each other, not with `nngpu run`.
 
 Categories: "prepare" (validate, build executor, plan segment, compile, upload constants),
@@ -26,15 +27,10 @@ import json
 import os
 import threading
 import time
-import weakref
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ContextManager, Iterator
-
-if TYPE_CHECKING:
-    from .compiler.interpreter import GraphRunner
-    from .compiler.plan import Segment, _State
+from typing import Any, ContextManager, Iterator
 
 # The profiler recording now, or None: the one check every hook makes.
 current: "Profiler | None" = None
@@ -77,7 +73,6 @@ class Profiler:
         self._local = threading.local()
         self._executions = 0
         self._threads: dict[int, str] = {}
-        self._labels: "weakref.WeakKeyDictionary[Any, list[tuple[str, str, dict]]]" = weakref.WeakKeyDictionary()
 
     @staticmethod
     def now() -> int:
@@ -120,27 +115,21 @@ class Profiler:
             self.record("execution", "execution", start, index=index)
             self._local.execution = outer
 
-    def step(self, segment: "Segment", index: int, start: int, state: "_State", device_ns: int | None = None) -> None:
-        """Step `index` of a device plan's segment, begun at `start`: wait for its device work.
-        `device_ns`: its time on the device from the backend's events, where it has them."""
-        segment.plan.backend.synchronize()
-        cat, name, args = self._step_labels(segment)[index]
-        if cat == "transfer":
-            args = {**args, "bytes": _transfer_bytes(segment, state, args["tensor"])}
+    def step(self, label: tuple[str, str, dict], start: int, device_ns: int | None = None,
+             nbytes: int | None = None) -> None:
+        """A device plan's step (its `step_labels` entry), begun at `start`, its device work done.
+        `device_ns`: its time on the device from the backend's events, where it has them;
+        `nbytes`: what a transfer moved."""
+        cat, name, args = label
+        if nbytes is not None:
+            args = {**args, "bytes": nbytes}
         if device_ns is not None:
             args = {**args, "device_ns": device_ns}
         self.record(cat, name, start, **args)
 
-    def operation(self, runner: "GraphRunner", k: int, start: int) -> None:
-        """Operation k of the main graph on the reference executor, begun at `start`."""
-        name = runner.model.main.operations[k].type.name
+    def operation(self, name: str, k: int, start: int) -> None:
+        """Operation k (of type `name`) of the main graph on the reference executor, begun at `start`."""
         self.record("op", name, start, ops=[k], op_types=[name])
-
-    def _step_labels(self, segment: "Segment") -> list[tuple[str, str, dict]]:
-        labels = self._labels.get(segment)
-        if labels is None:
-            labels = self._labels[segment] = step_labels(segment.plan.graph, segment.spec.steps)
-        return labels
 
     # ---- reports ------------------------------------------------------------------------------
     def executions(self, skip: int = 0) -> list[Event]:
@@ -258,7 +247,7 @@ def execution() -> ContextManager[None]:
 def step_labels(graph, steps: list) -> list[tuple[str, str, dict]]:
     """(category, name, args) of each step of a segment, named by the operation types it
     computes ("CONV_2D+RELU"; an im2col kernel or a GEMM call by the operation it is part of)."""
-    from .compiler.lower import GemmStep, HostStep, KernelStep
+    from .compiler.steps import GemmStep, HostStep, KernelStep
 
     def types(ops: list[int]) -> list[str]:
         return [graph.operations[k].type.name for k in sorted(ops)]
@@ -277,12 +266,3 @@ def step_labels(graph, steps: list) -> list[tuple[str, str, dict]]:
             labels.append(("transfer", "upload" if s.to_device else "download", {"tensor": s.tensor}))
     return labels
 
-
-def _transfer_bytes(segment: "Segment", state: "_State", t: int) -> int:
-    """The size of tensor t as it was moved, after the move."""
-    value = state.device_inputs.get(t)
-    if value is None:
-        value = state.host.get(t)
-    if value is None:
-        value = segment.spec.known.values.get(t)
-    return 0 if value is None else int(value.nbytes)

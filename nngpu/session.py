@@ -20,7 +20,8 @@ import numpy as np
 
 from .driver.device import Device
 from .hal.types import MeasureTiming, Model_1_3
-from .named_model import IOTensor, NamedIO, NamedModel, load_model
+from .named_io import IOTensor, NamedIO
+from .named_model import NamedModel, load_model
 from .whole_model import ExecutionError, InputError, WholeModelRun, check_inputs
 
 __all__ = ["Session", "ExecutionError", "InputError", "check_inputs", "random_inputs"]

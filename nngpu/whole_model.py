@@ -15,7 +15,8 @@ from .driver.device import Device
 from .hal.types import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTiming, Model_1_3,
                         OptionalTimeoutDuration, OptionalTimePoint, Priority, Request, RequestArgument)
 from .memory import Memory, allocate_shared
-from .named_model import IOTensor, NamedModel
+from .named_io import IOTensor
+from .named_model import NamedModel
 
 
 class ExecutionError(RuntimeError):

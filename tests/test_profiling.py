@@ -12,7 +12,7 @@ import pytest
 from nngpu import cli, profiling
 from nngpu.backends import device_backends
 from nngpu.cli.common import DEMO_MODEL
-from nngpu.compiler.lower import GemmStep, HostStep, KernelStep, Transfer
+from nngpu.compiler.steps import GemmStep, HostStep, KernelStep, Transfer
 from nngpu.named_model import load_model
 from nngpu.session import Session
 

@@ -51,9 +51,9 @@ def test_prepare_reports_each_kernel_and_the_first_run_each_step(backend, monkey
         bars = recorded.pop("compiling")
         s.run(s.named.example_inputs)
         s.run(s.named.example_inputs)
-    steps = sum(len(seg.steps) for seg in segments)
+    steps = sum(len(seg.runners) for seg in segments)
     assert recorded == {"first": [[steps] + [1] * steps]}  # the first run only, step by step
-    kernels = sum(len(seg.kernels) for seg in segments)
+    kernels = sum(len(seg.spec.kernels) for seg in segments)
     assert kernels > 0
     assert sum(b[0] for b in bars) == kernels          # the kernels announced
     assert all(sum(b[1:]) == b[0] for b in bars)       # and every kernel reported done
@@ -64,7 +64,7 @@ def test_prepare_reports_each_kernel_and_the_first_run_each_step(backend, monkey
 
 
 def test_units_split_a_segment():
-    from nngpu.compiler.interpreter import GraphRunner
+    from nngpu.runtime.interpreter import GraphRunner
     from nngpu.compiler.lower import trace_segments
     from nngpu.json_models import build_model, case_inputs, load_file
     from nngpu.modelutil import as_model_1_3

@@ -43,11 +43,8 @@ class DeviceValue:
 
     def to_host(self) -> np.ndarray:
         host = np.empty(self.shape, dtype=self.dtype)
-        buf = self.buf
-        if self.offset:  # download reads from a buffer's start
-            buf = self.backend.alloc(self.nbytes)
-            self.backend.copy(buf, self.buf, self.nbytes, 0, self.offset)
-        self.backend.download(buf, host)
+        self.backend.download_into(self.buf, host, self.offset)
+        self.backend.synchronize()
         return host
 
 
@@ -239,7 +236,14 @@ class Backend(ABC):
         self.download(buf, host)
         return host
 
-    # CUDA graphs (see compiler/replay.py): a backend with `graphs` records bound steps into one
+    def download_into(self, buf: Any, host: np.ndarray, offset: int = 0) -> None:
+        """Enqueue the copy of `buf`'s bytes from `offset` into `host` (a view of a request's
+        pool, say: no staging array), complete after the next synchronize()."""
+        if offset:
+            raise NotImplementedError(f"the {self.name} backend downloads from a buffer's start only")
+        self.download(buf, host)
+
+    # CUDA graphs (see runtime/replay.py): a backend with `graphs` records bound steps into one
     # replayable call and moves host bytes through pinned staging buffers it can capture.
     graphs = False
 

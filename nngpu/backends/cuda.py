@@ -113,6 +113,10 @@ class CudaBackend(Backend):
         with self.stream:
             kernel((grid,), (BLOCK,), tuple(args))
 
+    def download_into(self, buf, host: np.ndarray, offset: int = 0) -> None:
+        if host.nbytes:
+            buf[offset: offset + host.nbytes].get(stream=self.stream, out=host.reshape(-1).view(np.uint8))
+
     def download_async(self, buf, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Into a new pinned array (pageable memory would make the copy synchronous)."""
         import cupyx

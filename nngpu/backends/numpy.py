@@ -26,6 +26,9 @@ class NumpyBackend(Backend):
     def download(self, buf: np.ndarray, host: np.ndarray) -> None:
         host.reshape(-1).view(np.uint8)[:] = buf[: host.nbytes]
 
+    def download_into(self, buf: np.ndarray, host: np.ndarray, offset: int = 0) -> None:
+        host.reshape(-1).view(np.uint8)[:] = buf[offset: offset + host.nbytes]
+
     def copy(self, dst: np.ndarray, src: np.ndarray, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
         dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
 

@@ -20,14 +20,33 @@ def _pick_device(cl):
 
 
 def available() -> tuple[bool, bool]:
-    """(any OpenCL device, a GPU one) — False, False when pyopencl is missing."""
+    """(any OpenCL device, a GPU one) — False, False when pyopencl is missing or the device
+    cannot compile a kernel (see unusable)."""
     try:
         import pyopencl as cl
 
         devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     except Exception:
         return False, False
-    return bool(devices), any(d.type & cl.device_type.GPU for d in devices)
+    if not devices or unusable() is not None:
+        return False, False
+    return True, any(d.type & cl.device_type.GPU for d in devices)
+
+
+@functools.cache
+def unusable() -> str | None:
+    """Why the device the backend would pick cannot build an OpenCL C kernel, or None. PoCL 3.0
+    (the one pyopencl's wheels carry, on LLVM 14) names a CPU newer than its LLVM "generic",
+    which clang then refuses ("unknown target CPU"), so a device that lists fine may not compile."""
+    import pyopencl as cl
+
+    try:
+        context = cl.Context([_pick_device(cl)])
+        cl.Program(context, "__kernel void nn_probe(__global float *a) { a[0] = exp(a[0]); }").build()
+    except Exception as e:
+        lines = [s.strip() for s in str(e).splitlines() if "error" in s.lower() and s.strip()]
+        return f"the OpenCL device cannot compile kernels: {(lines or [type(e).__name__])[-1]}"
+    return None
 
 
 class OpenCLBackend(Backend):
@@ -44,6 +63,9 @@ class OpenCLBackend(Backend):
         import pyopencl as cl
 
         super().__init__()
+        reason = unusable()
+        if reason is not None:
+            raise RuntimeError(reason)
         self.cl = cl
         self.device = _pick_device(cl)
         self.context = cl.Context([self.device])
@@ -73,6 +95,10 @@ class OpenCLBackend(Backend):
         if host.nbytes:
             self._reads.append(self.cl.enqueue_copy(self.queue, host, buf, is_blocking=False))
         return host
+
+    def download_into(self, buf, host: np.ndarray, offset: int = 0) -> None:
+        if host.nbytes:
+            self._reads.append(self.cl.enqueue_copy(self.queue, host, buf, src_offset=int(offset), is_blocking=False))
 
     def copy(self, dst, src, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
         if nbytes:  # offsets, not sub-buffers: these need CL_DEVICE_MEM_BASE_ADDR_ALIGN

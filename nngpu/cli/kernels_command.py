@@ -30,8 +30,9 @@ def _example(named) -> list:
 def run(args) -> int:
     import numpy as np
 
-    from ..compiler.interpreter import ExecutionError, GraphRunner
-    from ..compiler.lower import GemmStep, HostStep, KernelStep, Transfer, trace_segments
+    from ..runtime.interpreter import ExecutionError, GraphRunner
+    from ..compiler.lower import trace_segments
+    from ..compiler.steps import GemmStep, HostStep, KernelStep, Transfer
     from ..modelutil import as_model_1_3
 
     named = open_model(args.model)

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from ..ir.tensor import Compute, View, size_of
 from ..ops.registry import Pattern
-from .infer import Inference, Known
-from .interpreter import GraphRunner
+from ..runtime.interpreter import GraphRunner
+from .infer import Inference
+from .steps import Known
 
 _CHAINS = (Pattern.ELEMENTWISE, Pattern.INJECTIVE)
 

@@ -20,33 +20,10 @@ from ..hal.types import OperandLifeTime, Subgraph
 from ..ops.lib.dtypes import is_tensor
 from ..ops.node import DataDependent, NeedsValue, OpNode
 from ..ops.registry import OpError, lookup
-from .interpreter import GraphRunner
+from ..runtime.interpreter import GraphRunner
+from .steps import Known, Stop
 
 log = logging.getLogger("nngpu.compiler")
-
-
-@dataclass
-class Known:
-    """What the compiler knows at the start of a segment."""
-
-    shapes: dict[int, tuple[int, ...]]
-    values: dict[int, np.ndarray]                 # constants, folded values, specialised values
-    on_device: set[int] = field(default_factory=set)   # operands earlier segments left on the device
-    on_host: set[int] = field(default_factory=set)     # operands with a host value at run time
-    next_id: int = 0                                   # above every tensor id earlier segments gave
-
-    def copy(self) -> "Known":
-        return Known(dict(self.shapes), dict(self.values), set(self.on_device), set(self.on_host), self.next_id)
-
-
-@dataclass(frozen=True)
-class Stop:
-    """Where a segment ends: the next one starts at operation `at`, specialised on the run-time
-    values of `values` and the shapes of `shapes`."""
-
-    at: int
-    values: tuple[int, ...] = ()
-    shapes: tuple[int, ...] = ()
 
 
 @dataclass
@@ -65,7 +42,7 @@ def initial_known(runner: GraphRunner, input_shapes: dict[int, tuple[int, ...]])
     values: dict[int, np.ndarray] = {}
     for idx, operand in enumerate(graph.operands):
         if operand.lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE):
-            values[idx] = runner.constant(idx)
+            values[idx] = runner.context.constant(idx)
             shapes[idx] = tuple(values[idx].shape)
         elif operand.lifetime == OperandLifeTime.NO_VALUE or not is_tensor(operand.type):
             shapes.setdefault(idx, ())
@@ -76,7 +53,7 @@ def node_of(runner: GraphRunner, k: int, known: Known) -> OpNode:
     graph = runner.model.main
     op = graph.operations[k]
     values = [known.values.get(i) for i in op.inputs]
-    return OpNode(lookup(op.type), k, op, graph.operands, values, known.shapes, runner.relaxed, runner.version)
+    return OpNode(lookup(op.type), k, op, graph.operands, values, known.shapes, runner.context.relaxed, runner.context.version)
 
 
 def infer(runner: GraphRunner, start: int, known: Known) -> Inference:

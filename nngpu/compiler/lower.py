@@ -9,11 +9,10 @@ and `nngpu kernels` render it without one."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from ..hal.types import OperandLifeTime, Subgraph
+from ..backends.base import Backend, ProgramSet
+from ..hal.types import Subgraph
 from ..ir.expr import Buffer
 from ..ir.kernel import Kernel, store
 from ..ir.storage import STORAGE_DTYPE, storage_of
@@ -21,119 +20,14 @@ from ..ir.tensor import BufferTensor, Compute, Tensor
 from ..ops.lib.dtypes import is_tensor
 from ..ops.node import NeedsValue, OpNode
 from ..ops.registry import Alias, OpError
+from ..runtime.interpreter import GraphRunner
+from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
-from .infer import Inference, Known, Stop, infer, initial_known
-from .interpreter import GraphRunner
+from .infer import Inference, infer, initial_known
 from .memory_plan import plan_slots
-from .render import RENDERERS
+from .steps import NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TensorInfo, Transfer
 
 log = logging.getLogger("nngpu.compiler")
-
-
-@dataclass
-class KernelStep:
-    kernel: Kernel
-    dialect: str
-    args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
-    ops: list[int]              # the operations it computes
-
-    @property
-    def name(self) -> str:
-        return self.kernel.name
-
-    @property
-    def source(self) -> str:
-        """The kernel alone as C (the plan compiles a segment's kernels as one unit)."""
-        return RENDERERS[self.dialect].render(self.kernel)
-
-    @property
-    def tensors(self) -> list[int]:
-        """The device tensors the step touches (for the buffer plan)."""
-        return self.args
-
-    @property
-    def size(self) -> int:
-        return self.kernel.size
-
-
-@dataclass
-class GemmStep:
-    """C[m, n] = A[m, k] @ B[k, n] by the backend's library."""
-
-    args: list[int]             # A, B, C
-    m: int
-    n: int
-    k: int
-    ops: list[int]              # the operation it is part of (for profiles and dumps)
-
-    @property
-    def tensors(self) -> list[int]:
-        return self.args
-
-
-@dataclass
-class HostStep:
-    op: int
-    inputs: list[int]
-    outputs: list[int]
-    shapes: list[tuple[int, ...] | None]   # what the plan assumed (None: known once it has run)
-
-    @property
-    def tensors(self) -> list[int]:
-        return []  # it reads and writes host values; Transfers move them
-
-
-@dataclass
-class Transfer:
-    tensor: int
-    to_device: bool
-
-    @property
-    def tensors(self) -> list[int]:
-        return [self.tensor]
-
-
-Step = KernelStep | GemmStep | HostStep | Transfer
-
-
-@dataclass
-class TensorInfo:
-    shape: tuple[int, ...]
-    storage: str
-    pinned: bool = False        # never shares its buffer (inputs, outputs, constants, values used later)
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * STORAGE_DTYPE[self.storage].itemsize
-
-
-@dataclass
-class SegmentSpec:
-    start: int
-    dialect: str
-    steps: list[Step]
-    tensors: dict[int, TensorInfo]               # device tensors this segment allocates
-    constants: dict[int, np.ndarray]             # of those, the ones uploaded once at prepare
-    aliases: dict[int, int]                      # view → the tensor whose buffer it shares
-    slot_of: dict[int, int] = field(default_factory=dict)
-    slot_sizes: list[int] = field(default_factory=list)
-    stop: Stop | None = None
-    known: Known | None = None                   # what the next segment starts from
-    device_ops: int = 0
-    host_ops: int = 0
-
-    @property
-    def kernels(self) -> list[KernelStep]:
-        return [s for s in self.steps if isinstance(s, KernelStep)]
-
-    def units(self, per_unit: int | None = None) -> list[tuple[str, list[str]]]:
-        """The segment's kernels as translation units of at most `per_unit` kernels (None: one
-        unit): [(source, kernel names)]. Several units let prepare report progress; one unit
-        compiles fastest."""
-        kernels = self.kernels
-        n = per_unit or max(len(kernels), 1)
-        chunks = [kernels[k: k + n] for k in range(0, len(kernels), n)]
-        return [(RENDERERS[self.dialect].render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
 
 
 class _Builder:
@@ -357,8 +251,6 @@ class _Emitter:
         return spec
 
 
-NO_DATA = {OperandLifeTime.NO_VALUE, OperandLifeTime.SUBGRAPH}
-
 
 def lower_model(runner: GraphRunner, dialect: str, fuse: bool = True) -> SegmentSpec | None:
     """The first segment for the model's declared input shapes (None when some are unknown)."""
@@ -418,3 +310,29 @@ def declared_input_shapes(runner: GraphRunner) -> dict[int, tuple[int, ...]] | N
         else:
             return None
     return shapes
+
+
+class SegmentLowering:
+    """The Lowering a device plan (runtime/plan.py) compiles its segments with: one model's
+    segments in one dialect."""
+
+    def __init__(self, runner: GraphRunner, dialect: str, fuse: bool = True) -> None:
+        self.runner, self.dialect, self.fuse = runner, dialect, fuse
+
+    def initial_known(self, input_shapes: dict[int, tuple[int, ...]]) -> Known:
+        return initial_known(self.runner, input_shapes)
+
+    def segment(self, start: int, known: Known) -> SegmentSpec:
+        return lower_segment(self.runner, start, known, self.dialect, self.fuse)
+
+    def host_segment(self, start: int, known: Known) -> SegmentSpec:
+        return host_segment(self.runner, start, known, self.dialect)
+
+    def declared_input_shapes(self) -> dict[int, tuple[int, ...]] | None:
+        return declared_input_shapes(self.runner)
+
+
+def device_plan(runner: GraphRunner, backend: Backend, fuse: bool = True, specialise: bool = True,
+                programs: ProgramSet | None = None) -> Plan:
+    """A prepared model's executor on a device backend."""
+    return Plan(runner, backend, SegmentLowering(runner, backend.dialect, fuse), specialise, programs)

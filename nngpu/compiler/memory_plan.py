@@ -2,15 +2,13 @@
 overlap share one slot, chosen greedily first fit in step order. `first_fit` is the pure
 planner; `plan_slots` applies it to a device segment, where model inputs and outputs,
 constants and values read after the segment keep slots of their own (the numpy plan,
-compiler/numpy_plan.py, applies it to the host buffers of one execution)."""
+compiler/numpy_bind.py, applies it to the host buffers of one execution)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
 from ..hal.types import OperandLifeTime, Subgraph
-
-if TYPE_CHECKING:
-    from .lower import SegmentSpec
+from .steps import SegmentSpec
 
 _PINNED = {OperandLifeTime.SUBGRAPH_INPUT, OperandLifeTime.SUBGRAPH_OUTPUT, OperandLifeTime.CONSTANT_COPY,
            OperandLifeTime.CONSTANT_REFERENCE}

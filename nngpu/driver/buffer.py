@@ -128,10 +128,13 @@ class DeviceBuffer(IBuffer):
         return merge_dims(self.dims, list(value.shape)) is not None
 
     def write_from_output(self, value: np.ndarray | DeviceValue) -> None:
-        """Adopt an execution's output (already in this buffer's storage when a DeviceValue)."""
+        """Take an execution's output: a device-side copy of a DeviceValue (in the executor's
+        buffers), an upload of a host value."""
         with self._lock:
             if isinstance(value, DeviceValue):
-                self._value = value
+                buf = self.storage(value.nbytes)
+                self.backend.copy(buf, value.buf, value.nbytes, 0, value.offset)
+                self._value = DeviceValue(buf, tuple(value.shape), self.dtype, self.backend)
             else:
                 host = np.ascontiguousarray(value, dtype=self.dtype)
                 buf = self.storage(host.nbytes)

@@ -8,7 +8,7 @@ import os
 import time
 
 from .. import __version__, backends, profiling
-from ..compiler.plan import Plan
+from ..compiler.lower import device_plan
 from ..hal.interfaces import IDevice, IPreparedModelCallback
 from ..hal.types import (
     DeviceStatus,
@@ -34,8 +34,8 @@ from .compilation_cache import NUM_DATA_CACHE, NUM_MODEL_CACHE, CacheArgumentErr
 from .buffer import BufferTable, DeviceBuffer
 from .capabilities import capabilities
 from .deadline import deadline_ns, passed
-from ..compiler.interpreter import GraphRunner
-from ..compiler.numpy_plan import NumpyPlan
+from ..runtime.interpreter import GraphRunner
+from ..compiler.numpy_bind import numpy_plan
 from .prepared_model import PreparedModel
 from .work_queue import PriorityPool
 
@@ -242,8 +242,8 @@ class Device(IDevice):
     def _compile(self, runner: GraphRunner, programs: ProgramSet):
         """The device plan of a model on a kernel backend, or the reference's numpy plan."""
         if self.backend.dialect is None:
-            return NumpyPlan(runner)
-        return Plan(runner, self.backend, self.fusion, self.specialise, programs)
+            return numpy_plan(runner)
+        return device_plan(runner, self.backend, self.fusion, self.specialise, programs)
 
     def prepareModel(self, model, callback):
         return self._prepare(model, HalVersion.V1_0, callback)

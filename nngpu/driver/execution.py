@@ -2,7 +2,7 @@
 
 Every entry point (executeSynchronously, execute*, the burst worker) calls `run` or `begin`;
 executeFenced calls `check` and reads the inputs once its fences have signalled. None of them
-raises, and none writes into a pool before every output is known to fit."""
+raises, and none writes into a pool before every output is known to fit (outputs.py)."""
 from __future__ import annotations
 
 import logging
@@ -30,8 +30,9 @@ from ..ops.lib.dtypes import dtype_of, is_tensor
 from ..validation import ValidationError, validate_request
 from .buffer import BufferUsageError
 from .deadline import deadline_ns, passed
-from ..compiler.executor import Executor
-from ..compiler.interpreter import ExecutionError
+from .outputs import OutputWriter, shape_of
+from ..runtime.executor import Executor
+from ..runtime.interpreter import ExecutionError
 
 log = logging.getLogger("nngpu.execution")
 
@@ -160,45 +161,6 @@ def _read_inputs(executor: Executor, request: Request, pools: list[PoolView]) ->
     return values
 
 
-def _shape_of(value: np.ndarray) -> list[int]:
-    return [int(d) for d in value.shape]
-
-
-def _write_outputs(request: Request, pools: list[PoolView], outputs: list[np.ndarray]) -> Result | None:
-    """Check every output fits, then write all; a Result when one is too small or inconsistent."""
-    shapes = [OutputShape(_shape_of(v), True) for v in outputs]
-    insufficient = False
-    for k, (arg, value) in enumerate(zip(request.outputs, outputs)):
-        if arg.dimensions:
-            if merge_dims(arg.dimensions, shapes[k].dimensions) is None:
-                return _fail(ErrorStatus.INVALID_ARGUMENT,
-                             f"output {k}: shape {shapes[k].dimensions} conflicts with request {arg.dimensions}")
-        if arg.hasNoValue:
-            continue
-        pool = pools[arg.location.poolIndex]
-        if pool.buffer is not None:
-            if not pool.buffer.can_hold(value):  # known only now: not the request's fault
-                return _fail(ErrorStatus.GENERAL_FAILURE, f"output {k}: shape {shapes[k].dimensions} does not "
-                                                          f"fit the device buffer's {pool.buffer.dims}")
-            continue
-        if arg.location.length < value.nbytes:
-            shapes[k].isSufficient = False
-            insufficient = True
-    if insufficient:
-        return Result(ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, shapes, Timing())
-    for k, (arg, value) in enumerate(zip(request.outputs, outputs)):
-        if arg.hasNoValue:
-            continue
-        pool = pools[arg.location.poolIndex]
-        if pool.buffer is not None:
-            pool.buffer.write_from_output(value)
-            continue
-        if isinstance(value, DeviceValue):  # already written in place (a registered memory)
-            continue
-        pool.memory.write(arg.location.offset, np.ascontiguousarray(value).reshape(-1).view(np.uint8))
-    return None
-
-
 @dataclass
 class Checked:
     """A request that passed validation against its model, nothing read yet: a fenced execution
@@ -215,18 +177,6 @@ class Checked:
     def again(self) -> "Checked":
         """This request, checked once, for another execution (a burst repeating a packet)."""
         return replace(self, t0=time.perf_counter_ns())
-
-    def out_buffers(self) -> dict[int, Any]:
-        """Where outputs may be written device-side, by output index: device buffers (no host
-        round trip) and regions of registered memories (Plan._output checks they fit)."""
-        out: dict[int, Any] = {}
-        for k, arg in enumerate(self.request.outputs):
-            pool = None if arg.hasNoValue else self.pools[arg.location.poolIndex]
-            if pool is not None and pool.buffer is not None:
-                out[k] = pool.buffer
-            elif pool is not None and pool.registered is not None:
-                out[k] = pool.region(arg.location.offset, (arg.location.length,), np.dtype(np.uint8))
-        return out
 
     def missed_deadline(self) -> Result | None:
         if passed(self.deadline_ns):
@@ -290,11 +240,9 @@ class Pending:
             deadline = time.monotonic_ns() + c.loop_timeout_ns
             if c.deadline_ns is not None:  # a WHILE loop also stops at the request's deadline
                 deadline = min(deadline, c.deadline_ns)
-            outputs = c.executor.execute(self.inputs, c.out_buffers(), deadline)
+            writer = OutputWriter(c.request, c.pools, c.deadline_ns)
+            outputs = c.executor.execute(self.inputs, writer, deadline)
             t2 = time.perf_counter_ns()
-            if passed(c.deadline_ns):  # too late: no outputs are written
-                return _fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "the execution finished after its deadline")
-            failed = _write_outputs(c.request, c.pools, outputs)
         except ExecutionError as e:
             return _fail(e.status, str(e))
         except (ValidationError, MemoryError_) as e:
@@ -302,9 +250,11 @@ class Pending:
         except Exception as e:
             log.exception("execution failed")
             return _fail(ErrorStatus.GENERAL_FAILURE, f"{type(e).__name__}: {e}")
-        if failed is not None:
-            return failed
-        shapes = [OutputShape(_shape_of(v), True) for v in outputs]
+        if writer.failure is not None:
+            return _fail(*writer.failure)
+        if writer.insufficient is not None:
+            return Result(ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, writer.insufficient, Timing())
+        shapes = [OutputShape(shape_of(v), True) for v in outputs]
         timing = Timing()
         if c.measure == MeasureTiming.YES:
             t3 = time.perf_counter_ns()

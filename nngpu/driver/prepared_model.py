@@ -10,7 +10,7 @@ from ..hal.types import (ErrorStatus, MeasureTiming, NativeHandle, OptionalTimeP
                          Request)
 from ..validation import ValidationError
 from .execution import Result, begin, check, run
-from ..compiler.executor import Executor
+from ..runtime.executor import Executor
 from .fenced import launch_fenced, timeout_ns
 from .work_queue import PriorityPool
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..hal.types import Operand, OperandLifeTime, OperandType, Operation, OperationType
 
-if TYPE_CHECKING:
-    from .node import OpNode
+# "OpNode" in the annotations below is node.OpNode, named, not imported: node.py builds on this
+# module, and the package has no import circle (tests/test_structure.py).
 
 T = OperandType
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..hal.types import Model, Model_1_3, OperandLifeTime, Subgraph
-from ..named_model import IOTensor, NamedIO
+from ..named_io import IOTensor, NamedIO
 from .builder import GraphBuilder
 from .context import OpCtx, OperandTable
 from .errors import TFLiteImportError, UnsupportedOperatorError

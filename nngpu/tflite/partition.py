@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..hal.types import Model, Model_1_3
-from ..named_model import IOTensor
+from ..named_io import IOTensor
 from .errors import TFLiteFormatError, TFLiteImportError, UnsupportedOperatorError
 from .importer import ImportedModel, fix_input_shapes, import_graph, io_of, map_operators, new_table, rewrite
 from .reader import NP_DTYPES, TFLiteGraph, read_tflite

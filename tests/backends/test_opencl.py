@@ -8,7 +8,7 @@ import pytest
 
 from nngpu import profiling
 from nngpu.backends import device_backends
-from nngpu.compiler.lower import GemmStep, KernelStep
+from nngpu.compiler.steps import GemmStep, KernelStep
 from nngpu.driver.callbacks import PreparedModelCallback
 from nngpu.driver.device import Device
 from nngpu.hal import ErrorStatus, ExecutionPreference
@@ -35,7 +35,7 @@ def test_plans_sharing_a_device_keep_their_own_bound_arguments():
     for _ in range(2):  # in turn, with new inputs each time
         for plan, x in zip(plans, (x1, x2)):
             value = rng.standard_normal(x.shape, dtype=np.float32)
-            got = plan.execute([value], {})
+            got = plan.execute([value])
             np.testing.assert_allclose(got[0], plan.reference.run([value])[0], rtol=1e-4, atol=1e-4)
 
 
@@ -44,7 +44,7 @@ def test_profiled_kernels_carry_their_device_time():
     x = CASES["conv1x1"]()[1]
     steps = [s for seg in plan._last for s in seg.spec.steps if isinstance(s, (KernelStep, GemmStep))]
     with profiling.recording() as prof:
-        got = plan.execute([x], {})
+        got = plan.execute([x])
     events = [e for e in prof.events if e.cat in ("kernel", "gemm")]
     assert len(events) == len(steps)
     assert all(isinstance(e.args["device_ns"], int) and e.args["device_ns"] > 0 for e in events)

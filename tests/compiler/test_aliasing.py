@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nngpu.compiler.interpreter import GraphRunner
-from nngpu.compiler.lower import KernelStep, lower_model
-from nngpu.compiler.numpy_plan import NumpyPlan
+from nngpu.runtime.interpreter import GraphRunner
+from nngpu.compiler.steps import KernelStep
+from nngpu.compiler.lower import lower_model
+from nngpu.compiler.numpy_bind import numpy_plan
 from nngpu.hal import OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.ops import load_all
@@ -29,10 +30,10 @@ def test_in_place_operations_write_over_a_dying_input():
     kinds = (Op.ADD, Op.TANH, Op.LOGISTIC, Op.RELU6)
     assert all(lookup(k).alias == Alias.IN_PLACE for k in kinds)
     model = as_model_1_3(chain_model(6, kinds=kinds))
-    plan = NumpyPlan(GraphRunner(model))
+    plan = numpy_plan(GraphRunner(model))
     x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
     got = plan.run([x])[0]
-    bound = next(iter(plan._bound.values()))
+    bound = next(iter(plan.bounds()))
     offsets = {o for st in bound.layout for o in st if o is not None}
     assert len(offsets) == 1, "every output is written over its dying input"
     np.testing.assert_array_equal(got, GraphRunner(model).run([x])[0])

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nngpu.compiler.capture import Run, split_runs
-from nngpu.compiler.interpreter import GraphRunner
-from nngpu.compiler.lower import GemmStep, HostStep, KernelStep, Transfer, trace_segments
+from nngpu.runtime.capture import Run, split_runs
+from nngpu.runtime.interpreter import GraphRunner
+from nngpu.compiler.steps import GemmStep, HostStep, KernelStep, Transfer
+from nngpu.compiler.lower import trace_segments
 from nngpu.json_models import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nngpu.compiler.lower import KernelStep, Transfer, lower_model
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.compiler.steps import KernelStep, Transfer
+from nngpu.compiler.lower import lower_model
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.hal import DataLocation, Model, Operand, OperandLifeTime, OperandType as T, Operation, OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.testing import run_model

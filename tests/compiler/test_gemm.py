@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.lower import GemmStep, lower_model
+from nngpu.compiler.steps import GemmStep
+from nngpu.compiler.lower import lower_model
 from nngpu.driver.device import Device
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.hal import OperandType as T, OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.testing import output, run_model, scalar, single_op_model, tensor

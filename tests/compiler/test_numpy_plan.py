@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from nngpu import profiling
-from nngpu.compiler.interpreter import ExecutionError, GraphRunner
-from nngpu.compiler.numpy_plan import ALIGN, NumpyPlan
+from nngpu.runtime.interpreter import ExecutionError, GraphRunner
+from nngpu.compiler.numpy_bind import numpy_plan
+from nngpu.runtime.numpy_plan import ALIGN
 from nngpu.hal.types import FusedActivationFunc as Act
 from nngpu.hal.types import Model_1_3, OperationType as Op
 from nngpu.modelutil import as_model_1_3
@@ -114,14 +115,14 @@ CASES = ([pytest.param(_binary(*c), id=f"{c[0].name}-{T(c[1]).name}-{Act(c[2]).n
 
 
 def _steps(plan: NumpyPlan):
-    (bound,) = plan._bound.values()
+    (bound,) = plan.bounds()
     return bound.steps
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_bound_kernel_gives_the_reference_bits(case):
     model, inputs = case
-    plan = NumpyPlan(GraphRunner(model))
+    plan = numpy_plan(GraphRunner(model))
     assert all(s.kernel is not None for s in _steps(plan)), "the operation should be bound"
     with np.errstate(all="ignore"):
         want = GraphRunner(model).run(inputs)
@@ -138,7 +139,7 @@ def test_in_place_kernels_may_write_over_their_inputs():
     marked = set()
     for case in CASES:
         model, inputs = case.values[0]
-        (step,) = _steps(NumpyPlan(GraphRunner(model)))
+        (step,) = _steps(numpy_plan(GraphRunner(model)))
         if not step.in_place:
             continue
         with np.errstate(all="ignore"):
@@ -157,13 +158,13 @@ def test_unspecified_input_shapes_bind_per_shape_set():
     x = b.input(F32, (0, 4))
     b.output(b.op(Op.RELU6, [b.op(Op.ADD, [x, x, b.constant(T.INT32, 0)], F32, (0, 4))], F32, (0, 4)))
     model = b.build()
-    plan = NumpyPlan(GraphRunner(model))
-    assert not plan._bound  # nothing to bind before the first execution gives the shapes
+    plan = numpy_plan(GraphRunner(model))
+    assert not plan.bounds()  # nothing to bind before the first execution gives the shapes
     for n in (2, 5, 2):
         v = _floats((n, 4))
         np.testing.assert_array_equal(plan.run([v])[0], np.clip(v + v, 0, 6))
-    assert len(plan._bound) == 2
-    assert all(s.kernel is not None for bound in plan._bound.values() for s in bound.steps)
+    assert len(plan.bounds()) == 2
+    assert all(s.kernel is not None for bound in plan.bounds() for s in bound.steps)
 
 
 def test_value_dependent_shapes_stay_on_the_reference():
@@ -172,7 +173,7 @@ def test_value_dependent_shapes_stay_on_the_reference():
     x, shape = b.input(F32, (2, 6)), b.input(I32, (2,))
     r = b.op(Op.RESHAPE, [x, shape], F32, (0, 0))
     b.output(b.op(Op.ADD, [r, r, b.constant(T.INT32, 0)], F32, (0, 0)))
-    plan = NumpyPlan(GraphRunner(b.build()))
+    plan = numpy_plan(GraphRunner(b.build()))
     assert [(s.kernel, s.shapes) for s in _steps(plan)] == [(None, (None,)), (None, (None,))]
     v = _floats((2, 6))
     for dims in ([3, 4], [12, 1]):
@@ -186,7 +187,7 @@ def test_constant_operations_are_folded():
     c = b.op(Op.ADD, [b.constant(F32, [1.0, 2.0]), b.constant(F32, [3.0, 4.0]), b.constant(T.INT32, 0)], F32, (2,))
     x = b.input(F32, (2,))
     b.output(b.op(Op.MUL, [x, c, b.constant(T.INT32, 0)], F32, (2,)))
-    plan = NumpyPlan(GraphRunner(b.build()))
+    plan = numpy_plan(GraphRunner(b.build()))
     assert [s.k for s in _steps(plan)] == [1]
     np.testing.assert_array_equal(plan.run([np.array([1, -1], np.float32)])[0], [4, -6])
 
@@ -194,7 +195,7 @@ def test_constant_operations_are_folded():
 def test_results_survive_later_executions():
     """The outputs are copies: the next execution reuses the buffers they were computed in."""
     model, _ = _binary(Op.ADD, F32, Act.NONE, (3, 4), (3, 4))
-    plan = NumpyPlan(GraphRunner(model))
+    plan = numpy_plan(GraphRunner(model))
     first = plan.run([np.ones((3, 4), np.float32)] * 2)[0]
     plan.run([np.zeros((3, 4), np.float32)] * 2)
     np.testing.assert_array_equal(first, np.full((3, 4), 2, np.float32))
@@ -207,7 +208,7 @@ def test_concurrent_executions_do_not_share_buffers():
     for _ in range(20):
         y = b.op(Op.ADD, [y, x, b.constant(T.INT32, 0)], F32, (64, 64))
     b.output(y)
-    plan = NumpyPlan(GraphRunner(b.build()))
+    plan = numpy_plan(GraphRunner(b.build()))
     errors: list[str] = []
 
     def worker(k: int) -> None:
@@ -226,10 +227,10 @@ def test_concurrent_executions_do_not_share_buffers():
 
 def test_profiling_times_every_operation():
     model, inputs = _binary(Op.MUL, F32, Act.RELU, (4, 4), (4, 4))
-    plan = NumpyPlan(GraphRunner(model))
+    plan = numpy_plan(GraphRunner(model))
     with profiling.recording() as prof:
-        plan.execute(inputs, {})
-        plan.execute(inputs, {})
+        plan.execute(inputs)
+        plan.execute(inputs)
     rows = {r.name: r for r in prof.op_table()}
     assert rows["MUL"].kind == "op" and rows["MUL"].count == 1
 
@@ -249,7 +250,7 @@ def _checking(plan: NumpyPlan, trace: dict) -> None:
             return step.kernel(ins, outs)
         return kernel
 
-    for bound in plan._bound.values():
+    for bound in plan.bounds():
         bound.steps[:] = [dataclasses.replace(s, kernel=wrap(s)) if s.kernel else s for s in bound.steps]
     reference = plan._reference
     plan._reference = lambda step, ins, deadline: (check(step, ins), reference(step, ins, deadline))[1]
@@ -259,7 +260,7 @@ def _check_against_trace(model: Model_1_3, inputs: list[np.ndarray]) -> NumpyPla
     runner = GraphRunner(model)
     with np.errstate(all="ignore"):
         trace = runner.trace(inputs)
-    plan = NumpyPlan(GraphRunner(model))
+    plan = numpy_plan(GraphRunner(model))
     _checking(plan, trace)
     for _ in range(2):  # the second execution in the first one's buffer set
         for i, got in zip(model.main.outputIndexes, plan.run(inputs)):
@@ -290,7 +291,7 @@ def _lifetimes_model() -> tuple[Model_1_3, list[np.ndarray]]:
 
 def test_live_intermediates_never_share_bytes():
     plan = _check_against_trace(*_lifetimes_model())
-    (bound,) = plan._bound.values()
+    (bound,) = plan.bounds()
     assert bound.nbytes < bound.unshared_nbytes()  # and yet outputs do share
 
 
@@ -312,8 +313,8 @@ def test_a_chain_lives_in_one_buffer():
     for _ in range(10):
         y = b.op(Op.RELU6, [b.op(Op.ADD, [y, x, b.constant(T.INT32, 0)], F32, (64, 64))], F32, (64, 64))
     b.output(y)
-    plan = NumpyPlan(GraphRunner(b.build()))
-    (bound,) = plan._bound.values()
+    plan = numpy_plan(GraphRunner(b.build()))
+    (bound,) = plan.bounds()
     assert bound.nbytes == 64 * 64 * 4
     v = _floats((64, 64))
     want = GraphRunner(plan.model).run([v])[0]
@@ -326,9 +327,9 @@ def test_buffers_are_aligned_for_every_dtype():
     b.output(b.op(Op.RELU, [x], Q8, (3, 5), 0.5, 1))   # 15 bytes: the next offset must not be 15
     b.output(b.op(Op.TANH, [f], F32, (3, 5)))
     b.output(b.op(Op.RELU6, [f], F32, (3, 5)))
-    plan = NumpyPlan(GraphRunner(b.build()))
-    (bound,) = plan._bound.values()
+    plan = numpy_plan(GraphRunner(b.build()))
+    (bound,) = plan.bounds()
     offsets = [at for step in bound.layout for at in step if at is not None]
     assert len(set(offsets)) == 3 and all(at % ALIGN == 0 for at in offsets)
-    buffers = bound.take_buffers()
+    buffers = plan._get(next(iter(plan._bound))).take()
     assert all(o.ctypes.data % ALIGN == 0 for outs in buffers.outs for o in outs if o is not None)

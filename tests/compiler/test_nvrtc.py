@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.compiler.lower import trace_segments
 from nngpu.compiler.render import RENDERERS
 from nngpu.json_models import build_model, load_cases

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nngpu.backends.cuda import CudaBackend, compile_cubin
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.compiler.lower import lower_model
 from nngpu.modelutil import as_model_1_3
 from nngpu.tflite.models import find_model

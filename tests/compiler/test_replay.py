@@ -11,10 +11,10 @@ import pytest
 
 from nngpu.backends import cuda, device_backends
 from nngpu.backends.base import DeviceValue
-from nngpu.compiler.capture import split_runs
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.capture import split_runs
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.compiler.lower import trace_segments
-from nngpu.compiler.plan import Plan
+from nngpu.compiler.lower import device_plan
 from nngpu.driver.device import Device
 from nngpu.json_models import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
@@ -44,9 +44,9 @@ def test_replay_matches_step_by_step(name):
     for _ in range(3):
         value = rng.standard_normal(shape, dtype=np.float32)
         plan.graphs = True
-        replayed = plan.execute([value], {})
+        replayed = plan.execute([value])
         plan.graphs = False
-        stepped = plan.execute([value], {})
+        stepped = plan.execute([value])
         for a, b in zip(replayed, stepped):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(replayed[0], plan.reference.run([value])[0], rtol=1e-4, atol=1e-4)
@@ -64,9 +64,9 @@ def test_an_ibuffer_input_recaptures_when_its_storage_changes():
         value = rng.standard_normal(x.shape, dtype=np.float32)
         buf = storages[(i // 2) % 2]
         backend.upload(buf, value)
-        got = plan.execute([DeviceValue(buf, x.shape, np.dtype(np.float32), backend)], {})
+        got = plan.execute([DeviceValue(buf, x.shape, np.dtype(np.float32), backend)])
         np.testing.assert_allclose(got[0], plan.reference.run([value])[0], rtol=1e-4, atol=1e-4)
-    from_ibuffers = [key for key in _graphs(plan) if any(source[1] == "device" for source in key)]
+    from_ibuffers = [key for key in _graphs(plan) if any(source[0] == "device" for source in key)]
     assert len(from_ibuffers) == 2, "one graph per IBuffer storage"
 
 
@@ -114,9 +114,9 @@ def recording_backend():
 
 def _both_ways(plan, inputs) -> None:
     plan.graphs = True
-    replayed = plan.execute(inputs, {})
+    replayed = plan.execute(inputs)
     plan.graphs = False
-    stepped = plan.execute(inputs, {})
+    stepped = plan.execute(inputs)
     assert len(replayed) == len(stepped)
     for a, b in zip(replayed, stepped):
         np.testing.assert_array_equal(a, b)
@@ -152,7 +152,7 @@ def _mixed_cases() -> list:
 def test_recorded_replay_matches_step_by_step(name):
     model, x = (chain_model(8, [4, 64, 64]), None) if name == "chain" else CASES[name]()
     backend = recording_backend()
-    plan = Plan(GraphRunner(as_model_1_3(model)), backend)
+    plan = device_plan(GraphRunner(as_model_1_3(model)), backend)
     assert _graphs(plan), "captured at prepare"
     rng = np.random.default_rng(9)
     for _ in range(3):
@@ -166,7 +166,7 @@ def test_recorded_replay_of_runs_around_host_steps():
     assert len(cases) >= 3, "the corpus should mix device runs and host steps in several ways"
     for name, runner, inputs in cases:
         backend = recording_backend()
-        plan = Plan(runner, backend)
+        plan = device_plan(runner, backend)
         for _ in range(2):
             _both_ways(plan, inputs)
         assert backend.replays >= 2, f"{name}: no run was replayed"
@@ -176,7 +176,7 @@ def test_recorded_replay_of_runs_around_host_steps():
 def test_recorded_replay_recaptures_for_a_new_ibuffer_storage():
     model, x = CASES["conv1x1"]()
     backend = recording_backend()
-    plan = Plan(GraphRunner(as_model_1_3(model)), backend)
+    plan = device_plan(GraphRunner(as_model_1_3(model)), backend)
     storages = [backend.alloc(x.nbytes), backend.alloc(x.nbytes)]
     rng = np.random.default_rng(10)
     for i in range(6):
@@ -184,6 +184,6 @@ def test_recorded_replay_recaptures_for_a_new_ibuffer_storage():
         buf = storages[(i // 2) % 2]
         backend.upload(buf, value)
         _both_ways(plan, [DeviceValue(buf, x.shape, np.dtype(np.float32), backend)])
-    from_ibuffers = [key for key in _graphs(plan) if any(source[1] == "device" for source in key)]
+    from_ibuffers = [key for key in _graphs(plan) if any(source[0] == "device" for source in key)]
     assert len(from_ibuffers) == 2, "one graph per IBuffer storage"
     assert backend.replays == 4, "each storage's first execution runs step by step, then replays"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.plan import CACHE_SIZE, Plan
+from nngpu.runtime.plan import CACHE_SIZE, Plan
 from nngpu.driver.device import Device
 from nngpu.hal.types import ErrorStatus, Model_1_3, OperationType as Op
 from nngpu.validation import validate_model

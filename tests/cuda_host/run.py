@@ -7,8 +7,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from nngpu.compiler.interpreter import GraphRunner
-from nngpu.compiler.plan import Plan
+from nngpu.runtime.interpreter import GraphRunner
+from nngpu.compiler.lower import device_plan
 from nngpu.modelutil import as_model_1_3
 
 from .host_backend import HostCudaBackend
@@ -36,9 +36,9 @@ def run_on_host_cuda(model, inputs: Sequence[np.ndarray | None], backend: HostCu
     """The model's outputs (host arrays) from a Plan on `backend` (default: a fresh one; pass
     one to read what it refused when this raises HostUnsupported)."""
     backend = backend or HostCudaBackend()
-    plan = Plan(GraphRunner(as_model_1_3(model)), backend)
+    plan = device_plan(GraphRunner(as_model_1_3(model)), backend)
     with np.errstate(all="ignore"):  # host steps compute what the reference computes
-        outputs = plan.execute(list(inputs), {})
+        outputs = plan.execute(list(inputs))
     return HostRun([np.asarray(o) for o in outputs], backend)
 
 

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.modelutil import as_model_1_3
 from nngpu.session import random_inputs
 from nngpu.tflite.models import MODELS, candidate_dirs, find_model

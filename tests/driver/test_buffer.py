@@ -186,10 +186,10 @@ def test_execution_chained_through_device_memory_matches_pools(dev, pm):
 def _count_transfers(dev) -> dict:
     """Counts the backend's host↔device and device copies (observation only: the real calls run)."""
     counts: dict[str, int] = {}
-    for name in ("upload", "download", "download_async", "copy"):
+    for name in ("upload", "download", "download_async", "download_into", "copy"):
         real = getattr(type(dev.backend), name)
 
-        def counted(self, *args, _real=real, _name=name.removesuffix("_async")):
+        def counted(self, *args, _real=real, _name=name.removesuffix("_async").removesuffix("_into")):
             counts[_name] = counts.get(_name, 0) + 1
             return _real(self, *args)
 

@@ -12,7 +12,7 @@ import numpy as np
 from nngpu.backends import device_backends
 from nngpu.compiler.lower import trace_segments
 from nngpu.driver.device import Device
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.hal import OperandType as T
 from nngpu.modelutil import as_model_1_3
 from nngpu.ops.lib.dtypes import is_tensor

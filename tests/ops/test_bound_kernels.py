@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nngpu.compiler.interpreter import GraphRunner
-from nngpu.compiler.numpy_plan import NumpyPlan
+from nngpu.runtime.interpreter import GraphRunner
+from nngpu.compiler.numpy_bind import numpy_plan
 from nngpu.hal.types import FusedActivationFunc as Act
 from nngpu.hal.types import OperationType as Op
 
@@ -77,8 +77,8 @@ SINGLE = {
 
 
 def _check_bound(model, inputs) -> None:
-    plan = NumpyPlan(GraphRunner(model))
-    (bound,) = plan._bound.values()
+    plan = numpy_plan(GraphRunner(model))
+    (bound,) = plan.bounds()
     assert bound.steps[0].kernel is not None, "the operation should be bound"
     want = GraphRunner(model).run(inputs)
     for _ in range(2):  # the second execution reuses the first one's output buffer
@@ -99,7 +99,7 @@ def test_bound_pool_resize_pad_give_the_reference_bits(name):
 def test_filter_given_at_execution_runs_the_reference():
     op, x_shape, f_shape, out_shape, scalars = CASES["conv-1x1"]
     model, inputs = _model(op, x_shape, f_shape, out_shape, scalars, f_const=False)
-    plan = NumpyPlan(GraphRunner(model))
-    (bound,) = plan._bound.values()
+    plan = numpy_plan(GraphRunner(model))
+    (bound,) = plan.bounds()
     assert bound.steps[0].kernel is None
     np.testing.assert_array_equal(plan.run(inputs)[0], GraphRunner(model).run(inputs)[0])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nngpu.driver.device import Device
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op

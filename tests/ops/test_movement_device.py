@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.compiler.lower import lower_model
 from nngpu.driver.device import Device
 from nngpu.hal import DataLocation, Model, Operand, Operation

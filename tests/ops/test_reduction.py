@@ -9,7 +9,7 @@ import pytest
 from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op
-from nngpu.compiler.interpreter import GraphRunner
+from nngpu.runtime.interpreter import GraphRunner
 from nngpu.modelutil import as_model_1_3
 from nngpu.ops.lib.dtypes import is_tensor
 from nngpu.testing import output, run_op, scalar, single_op_model, tensor

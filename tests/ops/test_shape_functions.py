@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nngpu.compiler.interpreter import ExecutionError, GraphRunner
+from nngpu.runtime.interpreter import ExecutionError, GraphRunner
 from nngpu.json_models import build_model, build_request, load_cases
 from nngpu.hal.types import OperandLifeTime
 from nngpu.modelutil import as_model_1_3
@@ -56,7 +56,7 @@ def _check(runner: GraphRunner, values: dict) -> list[str]:
         expected = [shapes.get(o) for o in op.outputs]
         for label, known in (("all values", lambda i: True), ("constants", lambda i: i in constants)):
             vals = [values.get(i) if known(i) else None for i in op.inputs]
-            node = OpNode(spec, k, op, graph.operands, vals, shapes, runner.relaxed)
+            node = OpNode(spec, k, op, graph.operands, vals, shapes, runner.context.relaxed)
             try:
                 got = node.output_shapes()
             except DataDependent:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from nngpu.compiler.interpreter import ExecutionError, GraphRunner
+from nngpu.runtime.interpreter import ExecutionError, GraphRunner
 from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .lower import GemmStep, HostStep, KernelStep, Step, Transfer
+from ..compiler.steps import GemmStep, HostStep, KernelStep, Step, Transfer
 
 
 @dataclass(frozen=True)

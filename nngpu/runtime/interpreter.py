@@ -1,22 +1,24 @@
-"""The reference graph interpreter: runs a subgraph's operations in order with numpy kernels.
+"""The reference graph interpreter: runs a subgraph's operations in order with numpy kernels, on
+the data of a ModelContext.
 
 The numpy backend executes it precompiled (numpy_plan.NumpyPlan), which runs through it the
-operations it does not bind; device plans run their host operations through it. IF / WHILE
-reach referenced subgraphs through the OpContext executor."""
+operations it does not bind; device plans run their host operations through it, and the
+compiler folds constants with it. IF / WHILE reach referenced subgraphs through the OpContext
+executor."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from .. import profiling
 from ..backends.base import DeviceValue
-from ..hal.types import ErrorStatus, Model_1_3, OperandLifeTime, Subgraph
-from ..modelutil import read_constant
+from ..hal.types import ErrorStatus, Model_1_3, Subgraph
 from ..ops import load_all
 from ..ops.lib.dtypes import dtype_of, is_tensor
 from ..ops.registry import HalVersion, OpContext, OpError, lookup
+from .model_context import ModelContext
 
 log = logging.getLogger("nngpu.interpreter")
 
@@ -27,35 +29,23 @@ class ExecutionError(Exception):
         self.status = status
 
 
-def _constants(model: Model_1_3, graph: Subgraph) -> dict[int, np.ndarray]:
-    out = {}
-    for idx, operand in enumerate(graph.operands):
-        if operand.lifetime in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE):
-            arr = read_constant(model, operand)
-            arr.flags.writeable = False  # kernels must not modify weights shared by executions
-            out[idx] = arr
-        elif operand.lifetime == OperandLifeTime.SUBGRAPH:
-            out[idx] = None
-    return out
-
-
 class GraphRunner:
-    """A model's executable form on the reference path: constants read once. It is an Executor
-    (compiler/executor.py)."""
+    """A model's executable form on the reference path. It is an Executor (runtime/executor.py)."""
 
-    def __init__(self, model: Model_1_3, version: HalVersion = HalVersion.V1_3):
+    def __init__(self, model: Model_1_3 | ModelContext, version: HalVersion = HalVersion.V1_3):
         load_all()
-        self.model = model
-        self.version = version
-        self.relaxed = model.relaxComputationFloat32toFloat16
-        self.graphs = [model.main, *model.referenced]
-        self._constants = [_constants(model, g) for g in self.graphs]
+        self.context = model if isinstance(model, ModelContext) else ModelContext(model, version)
+        self.model = self.context.model
 
-    def execute(self, inputs: Sequence, out_buffers: Mapping[int, Any], deadline_ns: int | None = None) -> list[np.ndarray]:
+    def execute(self, inputs: Sequence, deliver: Callable[[list[np.ndarray]], None] | None = None,
+                deadline_ns: int | None = None) -> list[np.ndarray]:
         """The Executor contract: device values are read to the host, outputs are host arrays."""
         with profiling.execution():
             host = [v.to_host() if isinstance(v, DeviceValue) else v for v in inputs]
-            return self.run(host, 0, deadline_ns)
+            outputs = self.run(host, 0, deadline_ns)
+            if deliver is not None:
+                deliver(outputs)
+            return outputs
 
     def placement(self) -> tuple[int, int]:
         return 0, len(self.model.main.operations)
@@ -65,13 +55,13 @@ class GraphRunner:
         """Run subgraph `graph_index` (0 = main) on its input values; return its outputs.
         `deadline_ns` (time.monotonic_ns) bounds WHILE loops."""
         values = self.trace(inputs, graph_index, deadline_ns)
-        return [values[idx] for idx in self.graphs[graph_index].outputIndexes]
+        return [values[idx] for idx in self.context.graphs[graph_index].outputIndexes]
 
     def trace(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0,
               deadline_ns: int | None = None) -> dict[int, np.ndarray | None]:
         """Run a subgraph and return the value of every operand it computed or read."""
-        graph = self.graphs[graph_index]
-        values: dict[int, np.ndarray | None] = dict(self._constants[graph_index])
+        graph = self.context.graphs[graph_index]
+        values: dict[int, np.ndarray | None] = dict(self.context.constants[graph_index])
         for idx, value in zip(graph.inputIndexes, inputs):
             values[idx] = value
         prof = profiling.current if graph_index == 0 else None  # IF / WHILE bodies: inside their operation
@@ -80,16 +70,13 @@ class GraphRunner:
             outs = self.run_operation(k, [values.get(i) for i in graph.operations[k].inputs], graph_index, deadline_ns)
             values.update(zip(graph.operations[k].outputs, outs))
             if prof:
-                prof.operation(self, k, start)
+                prof.operation(graph.operations[k].type.name, k, start)
         return values
-
-    def constant(self, operand_index: int, graph_index: int = 0) -> np.ndarray | None:
-        return self._constants[graph_index].get(operand_index)
 
     def run_operation(self, k: int, inputs: list[np.ndarray | None], graph_index: int = 0,
                       deadline_ns: int | None = None) -> list[np.ndarray]:
         """Operation k of a subgraph on the given input values (constants included)."""
-        graph = self.graphs[graph_index]
+        graph = self.context.graphs[graph_index]
         outs = self.call_reference(k, inputs, graph_index, deadline_ns)
         return [self.conform(k, graph, idx, value) for idx, value in zip(graph.operations[k].outputs, outs)]
 
@@ -97,12 +84,12 @@ class GraphRunner:
                        deadline_ns: int | None = None) -> list[np.ndarray]:
         """The raw outputs of operation k's reference kernel (not cast to the operands' types
         nor checked against their shapes); failures as ExecutionError."""
-        graph = self.graphs[graph_index]
+        graph = self.context.graphs[graph_index]
         op = graph.operations[k]
         spec = lookup(op.type)
         if spec is None:
             raise ExecutionError(ErrorStatus.GENERAL_FAILURE, f"operation {k}: no kernel for {op.type}")
-        ctx = OpContext(op, graph.operands, inputs, self.relaxed, self.version, self.model.referenced,
+        ctx = OpContext(op, graph.operands, inputs, self.context.relaxed, self.context.version, self.model.referenced,
                         lambda ref, ins: self.run(ins, ref + 1, deadline_ns), deadline_ns)
         try:
             outs = spec.reference(ctx)

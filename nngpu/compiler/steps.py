@@ -1,0 +1,181 @@
+"""What the compiler hands the runtime: a segment's steps (kernels, GEMM calls, host operations,
+transfers), its tensors and buffer plan, and what is known where a segment starts or stops; and
+the numpy plan's bound operations. Data only: the runtime runs them (nngpu/runtime)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..hal.types import OperandLifeTime
+from ..ir.kernel import Kernel
+from ..ir.storage import STORAGE_DTYPE
+from ..ops.registry import Kernel as BoundKernel
+from .render import RENDERERS
+
+NO_DATA = {OperandLifeTime.NO_VALUE, OperandLifeTime.SUBGRAPH}
+
+
+@dataclass
+class Known:
+    """What the compiler knows at the start of a segment."""
+
+    shapes: dict[int, tuple[int, ...]]
+    values: dict[int, np.ndarray]                 # constants, folded values, specialised values
+    on_device: set[int] = field(default_factory=set)   # operands earlier segments left on the device
+    on_host: set[int] = field(default_factory=set)     # operands with a host value at run time
+    next_id: int = 0                                   # above every tensor id earlier segments gave
+
+    def copy(self) -> "Known":
+        return Known(dict(self.shapes), dict(self.values), set(self.on_device), set(self.on_host), self.next_id)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Where a segment ends: the next one starts at operation `at`, specialised on the run-time
+    values of `values` and the shapes of `shapes`."""
+
+    at: int
+    values: tuple[int, ...] = ()
+    shapes: tuple[int, ...] = ()
+
+
+@dataclass
+class KernelStep:
+    kernel: Kernel
+    dialect: str
+    args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
+    ops: list[int]              # the operations it computes
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def source(self) -> str:
+        """The kernel alone as C (the plan compiles a segment's kernels as one unit)."""
+        return RENDERERS[self.dialect].render(self.kernel)
+
+    @property
+    def tensors(self) -> list[int]:
+        """The device tensors the step touches (for the buffer plan)."""
+        return self.args
+
+    @property
+    def size(self) -> int:
+        return self.kernel.size
+
+
+@dataclass
+class GemmStep:
+    """C[m, n] = A[m, k] @ B[k, n] by the backend's library."""
+
+    args: list[int]             # A, B, C
+    m: int
+    n: int
+    k: int
+    ops: list[int]              # the operation it is part of (for profiles and dumps)
+
+    @property
+    def tensors(self) -> list[int]:
+        return self.args
+
+
+@dataclass
+class HostStep:
+    op: int
+    inputs: list[int]
+    outputs: list[int]
+    shapes: list[tuple[int, ...] | None]   # what the plan assumed (None: known once it has run)
+
+    @property
+    def tensors(self) -> list[int]:
+        return []  # it reads and writes host values; Transfers move them
+
+
+@dataclass
+class Transfer:
+    tensor: int
+    to_device: bool
+
+    @property
+    def tensors(self) -> list[int]:
+        return [self.tensor]
+
+
+Step = KernelStep | GemmStep | HostStep | Transfer
+
+
+@dataclass
+class TensorInfo:
+    shape: tuple[int, ...]
+    storage: str
+    pinned: bool = False        # never shares its buffer (inputs, outputs, constants, values used later)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * STORAGE_DTYPE[self.storage].itemsize
+
+
+@dataclass
+class SegmentSpec:
+    start: int
+    dialect: str
+    steps: list[Step]
+    tensors: dict[int, TensorInfo]               # device tensors this segment allocates
+    constants: dict[int, np.ndarray]             # of those, the ones uploaded once at prepare
+    aliases: dict[int, int]                      # view → the tensor whose buffer it shares
+    slot_of: dict[int, int] = field(default_factory=dict)
+    slot_sizes: list[int] = field(default_factory=list)
+    stop: Stop | None = None
+    known: Known | None = None                   # what the next segment starts from
+    device_ops: int = 0
+    host_ops: int = 0
+
+    @property
+    def kernels(self) -> list[KernelStep]:
+        return [s for s in self.steps if isinstance(s, KernelStep)]
+
+    def units(self, per_unit: int | None = None) -> list[tuple[str, list[str]]]:
+        """The segment's kernels as translation units of at most `per_unit` kernels (None: one
+        unit): [(source, kernel names)]. Several units let prepare report progress; one unit
+        compiles fastest."""
+        kernels = self.kernels
+        n = per_unit or max(len(kernels), 1)
+        chunks = [kernels[k: k + n] for k in range(0, len(kernels), n)]
+        return [(RENDERERS[self.dialect].render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
+
+
+
+
+# ---- the numpy plan's bound operations ---------------------------------------------------------
+Shapes = tuple[tuple[int, ...] | None, ...]
+Layout = list[tuple[int | None, ...]]  # by step: each output's byte offset (None: no buffer)
+
+
+@dataclass(frozen=True)
+class BoundStep:
+    k: int                           # the operation
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    kernel: BoundKernel | None       # None: the reference
+    shapes: Shapes                   # static output shapes; None where known once it has run
+    dtypes: tuple[np.dtype, ...]
+    view: bool = False               # the kernel returns input 0 viewed in the output's shape
+    in_place: bool = False           # the kernel may write its output over an input of that shape
+
+
+@dataclass
+class Bound:
+    """The bound steps for one set of input shapes, the values known before running, where each
+    bound output lives in a buffer set (numpy_bind.layout) and that set's size."""
+
+    steps: list[BoundStep]
+    values: list[np.ndarray | None]  # by operand index: constants and folded values
+    layout: Layout
+    nbytes: int
+
+    def unshared_nbytes(self) -> int:
+        """The size a buffer set would have with a buffer per bound output (what sharing saves)."""
+        return sum(int(np.prod(s, dtype=np.int64)) * d.itemsize
+                   for st in self.steps if st.kernel for s, d in zip(st.shapes, st.dtypes))

@@ -1,0 +1,179 @@
+"""A segment of a device plan: a SegmentSpec on a backend (buffers allocated, constants
+uploaded, kernels compiled, each step bound to its buffers as a runner), and the barrier after
+it (plan.py says how a plan chains them)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from .. import profiling, progress
+from ..backends.base import Backend, ProgramSet, compiling_for
+from ..compiler.steps import GemmStep, HostStep, KernelStep, Known, SegmentSpec, Transfer
+from ..hal.types import Subgraph
+from ..ir.storage import STORAGE_DTYPE
+from ..ops.lib.dtypes import dtype_of
+from .capture import Run, split_runs
+from .interpreter import GraphRunner
+from .replay import Replay
+from .runners import DeviceCall, Download, HostOperation, StepRunner, Upload
+from .state import ExecutionState
+
+
+class Owner(Protocol):
+    """What a segment needs of its plan (plan.Plan)."""
+
+    backend: Backend
+    programs: ProgramSet
+    reference: GraphRunner
+    graph: Subgraph
+    graphs: bool        # replay device runs as captured graphs
+    limit: int          # specialisations a barrier compiles at most
+
+    def segment(self, start: int, known: Known, parent_buffers: Mapping[int, Any]) -> "Segment": ...
+
+    def host_rest(self, start: int, known: Known, parent_buffers: Mapping[int, Any]) -> "Segment": ...
+
+
+class Barrier:
+    """Where shapes start to depend on data: the segments that follow, by key."""
+
+    def __init__(self, values: Sequence[int], shapes: Sequence[int], make: Callable[[tuple, ExecutionState | None], "Segment"],
+                 make_host: Callable[[], "Segment"], limit: int) -> None:
+        self.values, self.shapes = tuple(values), tuple(shapes)
+        self.make = make              # key, state → the segment compiled for that key
+        self.make_host = make_host    # → the segment running the rest on the host
+        self.limit = limit            # specialisations compiled at most
+        self.children: dict[tuple, Segment] = {}
+        self.host: Segment | None = None
+
+    def key(self, lookup: Callable[[int], np.ndarray]) -> tuple:
+        """The values (dtype, shape, bytes) and shapes this barrier's segments are keyed by."""
+        vals = []
+        for t in self.values:
+            v = np.asarray(lookup(t))
+            vals.append((v.dtype.str, v.shape, v.tobytes()))
+        return tuple(vals) + tuple(tuple(lookup(t).shape) for t in self.shapes)
+
+    def next(self, key: tuple, state: ExecutionState | None) -> "Segment":
+        seg = self.children.get(key)
+        if seg is not None:
+            return seg
+        if len(self.children) >= self.limit:
+            if self.host is None:
+                self.host = self.make_host()
+            return self.host
+        seg = self.children[key] = self.make(key, state)
+        return seg
+
+
+class Segment:
+    """Its steps run as the runs of capture.py: on CUDA a device run replays a captured graph
+    (replay.py); step by step with `plan.graphs` off, while profiling (each step timed alone)
+    and on other backends."""
+
+    def __init__(self, plan: Owner, spec: SegmentSpec, parent_buffers: Mapping[int, Any]) -> None:
+        backend = self.backend = plan.backend
+        self.plan, self.spec = plan, spec
+        slots = [backend.alloc(n) for n in spec.slot_sizes]
+        self.buffers: dict[int, Any] = dict(parent_buffers)
+        self.buffers.update({t: slots[s] for t, s in spec.slot_of.items()})
+        for view, source in spec.aliases.items():
+            self.buffers[view] = self.buffers[source]
+        with profiling.span("prepare", "upload constants", bytes=sum(spec.tensors[t].nbytes for t in spec.constants)):
+            for t, value in spec.constants.items():
+                storage = STORAGE_DTYPE[spec.tensors[t].storage]
+                backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=storage))
+        self.kernels: dict[str, Any] = {}
+        with compiling_for(plan.programs):
+            with progress.bar(len(spec.kernels), f"compiling {backend.name} kernels", "kernel") as bar:
+                for source, names in spec.units(backend.kernels_per_unit):
+                    with profiling.span("prepare", "compile", backend=backend.name, kernels=names):
+                        self.kernels.update(zip(names, backend.compile(source, names)))
+                    bar.update(len(names))
+            if any(isinstance(s, GemmStep) for s in spec.steps):
+                backend.prepare_gemm()
+        self.runners = [self._runner(s) for s in spec.steps]
+        self.runs = split_runs(spec.steps)
+        where = f"segment from operation {spec.start}"
+        # the device runs as CUDA graphs, by run index (captured now for host inputs; see replay.py)
+        self.replays = ({i: Replay(backend, self.runners, r, where) for i, r in enumerate(self.runs) if not r.host}
+                        if backend.graphs else {})
+        self._labels: list[tuple[str, str, dict]] | None = None
+        self.barrier = None
+        self.ran = False                # the first run reports progress
+        if spec.stop is not None:
+            self.barrier = Barrier(spec.stop.values, spec.stop.shapes, self._next, self._host_rest, plan.limit)
+
+    def _runner(self, step) -> StepRunner:
+        """The step with everything bound that stays the same between executions (an OpenCL
+        kernel's arguments are set here, once)."""
+        b, backend, known = self.buffers, self.backend, self.spec.known
+        if isinstance(step, KernelStep):
+            return DeviceCall(backend, backend.bind(self.kernels[step.name], step.size, [b[t] for t in step.args]))
+        if isinstance(step, GemmStep):
+            return DeviceCall(backend, backend.bind_gemm(*(b[t] for t in step.args), step.m, step.n, step.k))
+        if isinstance(step, Transfer):
+            dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))
+            kind = Upload if step.to_device else Download
+            return kind(backend, step.tensor, b[step.tensor], known, dtype)
+        assert isinstance(step, HostStep)
+        return HostOperation(self.plan.reference, self.plan.graph, step, known)
+
+    def _next(self, key: tuple, state: ExecutionState) -> "Segment":
+        """The segment after this one's barrier, for the values of this execution."""
+        known = self.spec.known.copy()
+        stop = self.spec.stop
+        for t in stop.values:
+            known.values[t] = np.array(self.lookup(state, t))
+        for t in stop.shapes:
+            known.shapes[t] = tuple(self.lookup(state, t).shape)
+        return self.plan.segment(stop.at, known, self.buffers)
+
+    def _host_rest(self) -> "Segment":
+        return self.plan.host_rest(self.spec.stop.at, self.spec.known, self.buffers)
+
+    def lookup(self, state: ExecutionState, t: int) -> np.ndarray | None:
+        return state.lookup(t, self.spec.known)
+
+    def run(self, state: ExecutionState) -> None:
+        first, self.ran = not self.ran, True
+        if first and progress.enabled():
+            # A driver may finish compiling a kernel at its first launch (PoCL does, for seconds):
+            # step by step, so the bar moves with that work.
+            with progress.bar(len(self.runners), "first run", "step") as bar:
+                self._run(state, bar)
+        else:
+            self._run(state, None)
+
+    def _run(self, state: ExecutionState, bar: progress.Bar | None) -> None:
+        prof = profiling.current  # None unless recording
+        stepwise = prof is not None or bar is not None or not self.plan.graphs  # profiles time each step
+        for index, run in enumerate(self.runs):
+            replay = None if stepwise else self.replays.get(index)
+            if replay is not None and replay.replay(state):
+                continue
+            self._steps(run, state, prof, bar)
+            if run.downloads:   # what follows (a host step, a barrier's key) reads them
+                self.backend.synchronize()
+            if replay is not None:
+                replay.capture(state)
+
+    def _steps(self, run: Run, state: ExecutionState, prof: profiling.Profiler | None, bar: progress.Bar | None) -> None:
+        for i in range(run.start, run.stop):
+            runner = self.runners[i]
+            if prof is None:
+                runner(state)
+            else:
+                start = prof.now()
+                device_ns = runner.timed(state)
+                self.backend.synchronize()  # the step's span covers its device work
+                prof.step(self.labels()[i], start, device_ns, runner.moved_bytes(state))
+            if bar is not None:
+                self.backend.synchronize()
+                bar.update(1)
+
+    def labels(self) -> list[tuple[str, str, dict]]:
+        if self._labels is None:
+            self._labels = profiling.step_labels(self.plan.graph, self.spec.steps)
+        return self._labels
