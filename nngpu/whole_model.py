@@ -12,6 +12,7 @@ import numpy as np
 
 from .driver.callbacks import PreparedModelCallback
 from .driver.device import Device
+from .driver.prepared_model import PreparedModel
 from .hal.types import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTiming, Model_1_3,
                         OptionalTimeoutDuration, OptionalTimePoint, Priority, Request, RequestArgument)
 from .memory import Memory, allocate_shared
@@ -20,11 +21,14 @@ from .named_model import NamedModel
 
 
 class ExecutionError(RuntimeError):
-    """prepareModel or an execution returned an error status."""
+    """prepareModel or an execution returned an error status; `reason` is the driver's why, where
+    it gave one (in process: always)."""
 
-    def __init__(self, what: str, status: int):
-        super().__init__(f"{what} failed: {ErrorStatus(status).name}")
+    def __init__(self, what: str, status: int, reason: str = ""):
+        reason = " ".join(reason.split())  # one line, as the CLI prints it
+        super().__init__(f"{what} failed: {ErrorStatus(status).name}" + (f": {reason}" if reason else ""))
         self.status = ErrorStatus(status)
+        self.reason = reason
 
 
 class InputError(ValueError):
@@ -39,12 +43,12 @@ def prepare(device: Device, model, timeout: float):
                                          OptionalTimePoint(), [], [], bytes(32), cb)
     else:
         status = device.prepareModel_1_2(model, ExecutionPreference.SUSTAINED_SPEED, [], [], bytes(32), cb)
-    if status != ErrorStatus.NONE:
-        raise ExecutionError("prepareModel", status)
+    if status != ErrorStatus.NONE:  # an in-process device has notified the callback, with its reason
+        raise ExecutionError("prepareModel", status, cb.reason)
     if not cb.wait(timeout):
-        raise ExecutionError("prepareModel (timed out)", ErrorStatus.GENERAL_FAILURE)
+        raise ExecutionError("prepareModel", ErrorStatus.GENERAL_FAILURE, f"no answer in {timeout:g} s")
     if cb.status != ErrorStatus.NONE or cb.prepared_model is None:
-        raise ExecutionError("prepareModel", cb.status)
+        raise ExecutionError("prepareModel", cb.status, cb.reason)
     return cb.prepared_model
 
 
@@ -156,24 +160,28 @@ class WholeModelRun:
         outs = [RequestArgument(False, DataLocation(1, off, n), []) for off, n in self._out.layout]
         return Request(ins, outs, [self._in.memory, self._out.memory])
 
-    def _compute(self, request: Request, measure: MeasureTiming):
+    def _compute(self, request: Request, measure: MeasureTiming) -> tuple[ErrorStatus, list, Any, str]:
+        """(status, output shapes, timing, the driver's reason for a failure where it gives one)."""
         if self.burst is not None:
-            return self.burst.compute(request, measure)
+            return (*self.burst.compute(request, measure), "")
+        if isinstance(self.prepared, PreparedModel):  # in process: the core's Result, with its reason
+            r = self.prepared.run(request, measure)
+            return r.status, r.output_shapes, r.timing, r.reason
         if self.is_1_3:
-            return self.prepared.executeSynchronously_1_3(request, measure, OptionalTimePoint(),
-                                                          OptionalTimeoutDuration())
-        return self.prepared.executeSynchronously(request, measure)
+            return (*self.prepared.executeSynchronously_1_3(request, measure, OptionalTimePoint(),
+                                                            OptionalTimeoutDuration()), "")
+        return (*self.prepared.executeSynchronously(request, measure), "")
 
     def execute(self, measure: MeasureTiming = MeasureTiming.NO):
         """Run on the inputs last set: (output shapes, timing). An output larger than its pool
         (a shape the model leaves open) grows the pool and runs again."""
-        status, shapes, timing = self._compute(self._request(), measure)
+        status, shapes, timing, reason = self._compute(self._request(), measure)
         if status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE and shapes:
             self._out = _Pool([max(_nbytes(s.dimensions, t.dtype), room)
                                for s, t, (_, room) in zip(shapes, self.outputs, self._out.layout)])
-            status, shapes, timing = self._compute(self._request(), measure)
+            status, shapes, timing, reason = self._compute(self._request(), measure)
         if status != ErrorStatus.NONE:
-            raise ExecutionError("execution", status)
+            raise ExecutionError("execution", status, reason)
         self._out_shapes = [list(s.dimensions) for s in shapes]
         return shapes, timing
 

@@ -20,6 +20,8 @@ def run(args) -> int:
     from ..driver.device import Device
     from ..ops.registry import REGISTRY
 
+    # an unknown name, given or in $NNGPU_BACKEND, is one line before anything is printed
+    auto, chosen = resolve_backend("auto"), resolve_backend(args.backend)
     print("backends:")
     for name in backends.NAMES:
         try:
@@ -29,8 +31,8 @@ def run(args) -> int:
             continue
         print(f"  {name:7s} {dev.getVersionString()[1]}, type {dev.getType()[1].name}")
     env = os.environ.get("NNGPU_BACKEND")
-    print(f"auto picks: {resolve_backend('auto')}" + (f" (NNGPU_BACKEND={env})" if env else ""))
-    dev = open_device(args.backend)
+    print(f"auto picks: {auto}" + (f" (NNGPU_BACKEND={env})" if env else ""))
+    dev = open_device(chosen)
     caps = dev.getCapabilities_1_3()[1]
     perf = caps.operandPerformance[0].info
     print(f"capabilities of {dev.backend_name}: execTime {perf.execTime}, powerUsage {perf.powerUsage} "

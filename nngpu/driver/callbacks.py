@@ -34,6 +34,7 @@ class PreparedModelCallback(_Once, IPreparedModelCallback):
         super().__init__()
         self.status: ErrorStatus = ErrorStatus.GENERAL_FAILURE
         self.prepared_model: IPreparedModel | None = None
+        self.reason = ""  # why preparation failed, set by an in-process Device before it notifies
 
     def notify(self, status, preparedModel) -> None:
         self._set(status=ErrorStatus(status), prepared_model=preparedModel)

@@ -17,26 +17,27 @@ from ..hal.types import (
     ExecutionPreference,
     Model,
     Model_1_3,
-    OperandLifeTime,
+    OperationType,
     OptionalTimePoint,
     PerformanceInfo,
-    Subgraph,
     Priority,
 )
 from ..modelutil import as_model_1_3
 from ..ops import load_all
-from ..ops.registry import HalVersion, lookup
+from ..ops.registry import HalVersion
 from ..validation import ValidationError, validate_execution_preference, validate_model, validate_priority
 from ..backends.base import ProgramSet
 from .allocate import AllocateError, plan_buffer
 from .cache_files import FORMAT as CACHE_FORMAT, CacheFileError, identity_digest
 from .compilation_cache import NUM_DATA_CACHE, NUM_MODEL_CACHE, CacheArgumentError, load as load_cache, save_target
 from .buffer import BufferTable, DeviceBuffer
+from .callbacks import PreparedModelCallback
 from .capabilities import capabilities
 from .deadline import deadline_ns, passed
 from ..runtime.interpreter import GraphRunner
 from ..compiler.numpy_bind import numpy_plan
 from .prepared_model import PreparedModel
+from .support import unsupported_reason
 from .work_queue import PriorityPool
 
 log = logging.getLogger("nngpu.device")
@@ -46,7 +47,9 @@ _PREPARE_POOL = PriorityPool(4, "nngpu-prepare")
 _NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
 
 
-def _notify(callback, version: int, status: ErrorStatus, prepared) -> None:
+def _notify(callback, version: int, status: ErrorStatus, prepared, reason: str = "") -> None:
+    if isinstance(callback, PreparedModelCallback):  # in process, the reason goes with the status
+        callback.reason = reason
     try:
         getattr(callback, _NOTIFY[version])(status, prepared)
     except Exception:
@@ -110,25 +113,9 @@ class Device(IDevice):
             return ErrorStatus.INVALID_ARGUMENT, []
         return ErrorStatus.NONE, [self.supports(m, op) for op in m.main.operations]
 
-    def supports(self, model: Model_1_3, op, graph: Subgraph | None = None, seen: frozenset = frozenset()) -> bool:
-        """True exactly when this device executes `op` with its operand types, and, for IF /
-        WHILE, every operation of the subgraphs it references."""
-        graph = graph or model.main
-        spec = lookup(op.type)
-        if spec is None:
-            return False
-        operands = graph.operands
-        if spec.match([operands[i].type for i in op.inputs], [operands[i].type for i in op.outputs]) is None:
-            return False
-        for i in op.inputs:
-            if operands[i].lifetime == OperandLifeTime.SUBGRAPH:
-                ref = operands[i].location.offset
-                if ref in seen or not 0 <= ref < len(model.referenced):
-                    return False
-                sub = model.referenced[ref]
-                if not all(self.supports(model, o, sub, seen | {ref}) for o in sub.operations):
-                    return False
-        return True
+    def supports(self, model: Model_1_3, op) -> bool:
+        """True exactly when this device executes `op` of the main graph (support.py)."""
+        return unsupported_reason(model, op) is None
 
     def getSupportedOperations(self, model):
         return self._supported(model, HalVersion.V1_0)
@@ -181,11 +168,11 @@ class Device(IDevice):
             m = copy.deepcopy(m) if not m.pools else _copy_graphs(m)
         except ValidationError as e:
             log.info("prepareModel: invalid: %s", e)
-            _notify(callback, v, ErrorStatus.INVALID_ARGUMENT, None)
+            _notify(callback, v, ErrorStatus.INVALID_ARGUMENT, None, f"invalid model: {e}")
             return ErrorStatus.INVALID_ARGUMENT
-        unsupported = [k for k, op in enumerate(m.main.operations) if not self.supports(m, op)]
+        unsupported = _unsupported(m)
         if unsupported:
-            log.info("prepareModel: operations %s are not supported", unsupported)
+            log.info("prepareModel: %s", unsupported)
         try:  # caching is optional: a bad cache argument never fails the prepare
             target = save_target(model_cache, data_cache, token)
         except CacheFileError as e:
@@ -194,7 +181,7 @@ class Device(IDevice):
 
         def build() -> PreparedModel:
             if unsupported:
-                raise _Unsupported()
+                raise _Unsupported(unsupported)
             prepared = self._build(m, version, priority, ProgramSet())
             if target is not None:
                 try:
@@ -210,18 +197,20 @@ class Device(IDevice):
         def work() -> None:
             try:
                 if passed(limit):  # queued past its deadline (or given one already passed)
-                    _notify(callback, v, ErrorStatus.MISSED_DEADLINE_PERSISTENT, None)
+                    _notify(callback, v, ErrorStatus.MISSED_DEADLINE_PERSISTENT, None,
+                            "the deadline passed before preparation began")
                     return
                 prepared = build()
                 if passed(limit):  # prepared too late to be of use
-                    _notify(callback, v, ErrorStatus.MISSED_DEADLINE_TRANSIENT, None)
+                    _notify(callback, v, ErrorStatus.MISSED_DEADLINE_TRANSIENT, None,
+                            "preparation finished after its deadline")
                     return
-            except _Unsupported:
-                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
+            except _Unsupported as e:
+                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None, str(e))
                 return
-            except Exception:
+            except Exception as e:
                 log.exception("prepareModel failed")
-                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None)
+                _notify(callback, v, ErrorStatus.GENERAL_FAILURE, None, f"{type(e).__name__}: {e}")
                 return
             finally:
                 if cleanup is not None:
@@ -266,7 +255,7 @@ class Device(IDevice):
             return ErrorStatus.INVALID_ARGUMENT
         def refuse(status: ErrorStatus, why: Exception | str) -> ErrorStatus:
             log.info("prepareModelFromCache: %s: %s", status.name, why)
-            _notify(callback, v, status, None)
+            _notify(callback, v, status, None, str(why))
             return status
 
         try:
@@ -281,8 +270,9 @@ class Device(IDevice):
             version = HalVersion(version)
         except (ValidationError, ValueError) as e:
             return refuse(ErrorStatus.GENERAL_FAILURE, e)
-        if not all(self.supports(m, op) for op in m.main.operations):
-            return refuse(ErrorStatus.GENERAL_FAILURE, "the cached model has operations this device does not run")
+        unsupported = _unsupported(m)
+        if unsupported:
+            return refuse(ErrorStatus.GENERAL_FAILURE, f"the cached model: {unsupported}")
 
         def build() -> PreparedModel:
             programs = ProgramSet(given=binaries)
@@ -316,6 +306,19 @@ class Device(IDevice):
 
 class _Unsupported(Exception):
     """The model has operations this device does not run (already logged)."""
+
+
+def _unsupported(m: Model_1_3) -> str:
+    """What this device does not run of `m`, operation by operation with the reason ("" for none)."""
+    reasons = []
+    for k, op in enumerate(m.main.operations):
+        why = unsupported_reason(m, op)
+        if why is not None:
+            reasons.append(f"operation {k} ({OperationType(op.type).name}): {why}")
+    if not reasons:
+        return ""
+    return f"{len(reasons)} operation{'s' if len(reasons) > 1 else ''} not supported: " + "; ".join(reasons[:3]) + (
+        f"; and {len(reasons) - 3} more" if len(reasons) > 3 else "")
 
 
 def _is_callback(callback) -> bool:

@@ -50,8 +50,10 @@ class PreparedModel(IPreparedModel):
     def model(self):
         return self.executor.model
 
-    def _run(self, request: Request, measure: MeasureTiming, loop_timeout: OptionalTimeoutDuration | None = None,
-             deadline: OptionalTimePoint | None = None) -> Result:
+    def run(self, request: Request, measure: MeasureTiming, loop_timeout: OptionalTimeoutDuration | None = None,
+            deadline: OptionalTimePoint | None = None) -> Result:
+        """A synchronous execution as the driver core gives it: the Result, with the reason of a
+        failure (the HAL methods return its status, shapes and timing)."""
         return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout), deadline)
 
     def _launch(self, request: Request, measure: MeasureTiming, callback, version: int,
@@ -77,7 +79,7 @@ class PreparedModel(IPreparedModel):
         return self._launch(request, measure, callback, 12)
 
     def executeSynchronously(self, request, measure):
-        return self._run(request, measure).as_tuple()
+        return self.run(request, measure).as_tuple()
 
     def configureExecutionBurst(self, callback, requestChannel, resultChannel):
         try:
@@ -93,7 +95,7 @@ class PreparedModel(IPreparedModel):
         return self._launch(request, measure, callback, 13, loopTimeoutDuration, deadline)
 
     def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
-        return self._run(request, measure, loopTimeoutDuration, deadline).as_tuple()
+        return self.run(request, measure, loopTimeoutDuration, deadline).as_tuple()
 
     def executeFenced(self, request, waitFor: list[NativeHandle], measure, deadline: OptionalTimePoint,
                       loopTimeoutDuration: OptionalTimeoutDuration, duration: OptionalTimeoutDuration

@@ -44,6 +44,12 @@ class OpError(Exception):
         self.status = status
 
 
+class RankLimit(OpError):
+    """A rank above the most the operation runs (RESHAPE to rank 5). Raised by a shape function
+    from what the model fixes before execution, it makes the operation unsupported
+    (driver/support.py) rather than a failure at every execution."""
+
+
 @dataclass(frozen=True)
 class Signature:
     """One accepted operand-type list. `min_inputs` < len(inputs) lets trailing optional inputs

@@ -7,7 +7,7 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from .lib.layout import CORE4, CORE4_I32, V, check_rank, check_shape_rank, int_vector, rules, typed
-from .registry import Alias, Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
+from .registry import Alias, Kernel, OpContext, OpError, OpSpec, Pattern, RankLimit, register, sig
 
 
 def resolve_shape(n_elements: int, shape: np.ndarray) -> tuple[int, ...]:
@@ -32,7 +32,7 @@ def _reshape_shape(node: OpContext) -> list[tuple[int, ...]]:
     n = int(np.prod(node.in_shape(0), dtype=np.int64))
     dims = resolve_shape(n, int_vector(node, 1, what="shape"))
     if len(dims) > 4:
-        raise OpError(f"output rank {len(dims)} above 4")
+        raise RankLimit(f"output rank {len(dims)} above 4")
     return [dims]
 
 

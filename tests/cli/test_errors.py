@@ -71,6 +71,15 @@ def test_unknown_backend_from_the_environment(capsys, monkeypatch, argv):
     assert fails(capsys, [*argv, "--backend", "vulkan"]) == from_env
 
 
+@pytest.mark.parametrize("env", [None, "vulkan"])
+def test_info_with_an_unknown_backend_prints_nothing_before_its_line(capsys, monkeypatch, env):
+    if env:
+        monkeypatch.setenv("NNGPU_BACKEND", env)
+    assert main(["info", *([] if env else ["--backend", "vulkan"])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("nngpu info: unknown backend 'vulkan'") and err.count("\n") == 1
+
+
 def test_cuda_without_a_gpu(capsys):
     from nngpu.backends import cuda
 

@@ -11,6 +11,7 @@ from nngpu.tflite import import_tflite  # noqa: E402
 
 from .test_importer import _f32, _transpose_conv_model, _unsupported_model  # noqa: E402
 from .tfl_util import run_nngpu  # noqa: E402
+from .tflbuild import INT32, TFLModel, opt  # noqa: E402
 
 
 def test_cli_run_unsupported_exits_2(tmp_path, capsys):
@@ -50,3 +51,20 @@ def test_cli_run_burst(tmp_path, capsys):
     path.write_bytes(_transpose_conv_model(False))
     assert main(["run", str(path), "--backend", "numpy", "--repeat", "2", "--burst"]) == 0
     assert "burst" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["run", "profile"])
+def test_an_execution_failure_prints_the_drivers_reason_on_one_line(tmp_path, capsys, command):
+    from nngpu.cli import main
+
+    m = TFLModel()
+    x, idx, y = m.tensor("x", [4, 5]), m.tensor("idx", [2], INT32), m.tensor("y", [2, 5])
+    m.op("GATHER", [x, idx], [y], "GatherOptions", lambda b: opt(b, "GatherOptions", Axis=0))
+    path = tmp_path / "gather.tflite"
+    path.write_bytes(m.build([x, idx], [y]))
+    np.save(tmp_path / "x.npy", np.ones((4, 5), np.float32))
+    np.save(tmp_path / "idx.npy", np.array([0, 9], np.int32))   # 9: past the 4 rows
+    assert main([command, str(path), "--backend", "numpy", "--input", f"x={tmp_path / 'x.npy'}",
+                 "--input", f"idx={tmp_path / 'idx.npy'}"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"nngpu {command}: execution failed: GENERAL_FAILURE: operation 0 (GATHER): gather index out of [0, 4)\n"

@@ -346,3 +346,23 @@ def test_an_operator_nnapi_cannot_validate_runs_on_the_host(tmp_path):
         assert s.placement == "3 operators: 2 partitions on numpy (2), 1 on the host (1: CONCATENATION)"
         got = list(s.run([v]).values())
     assert_close(run_reference(data, [v], xnnpack=False), got)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reshape_to_rank_5_runs_on_the_host_and_the_rest_on_the_driver(tmp_path, backend):
+    """The driver refuses a RESHAPE whose constant shape has rank 5 at getSupportedOperations, so
+    the model is partitioned around it and runs, instead of preparing and then failing every
+    execution."""
+    m = TFLModel()
+    x = m.tensor("x", SHAPE)
+    a = _binary(m, "ADD", x, x, "a")
+    five = m.tensor("five", [2, 1, 5, 1, 1])
+    m.op("RESHAPE", [a, m.const("s5", np.array([2, 1, 5, 1, 1], np.int32), INT32)], [five])
+    back = m.tensor("back", SHAPE)
+    m.op("RESHAPE", [five, m.const("s2", np.array(SHAPE, np.int32), INT32)], [back])
+    data = m.build([x], [_binary(m, "MUL", back, back, "y")])
+    with Session(_write(tmp_path, data), backend) as s:
+        # the second RESHAPE takes the rank-5 tensor, which the driver refuses as well
+        assert s.placement == f"4 operators: 2 partitions on {backend} (2), 1 on the host (2: RESHAPE ×2)"
+        x_value = np.arange(10, dtype=np.float32).reshape(SHAPE)
+        assert_close(run_reference(data, [x_value], xnnpack=False), list(s.run([x_value]).values()), rel=1e-6)
