@@ -1,7 +1,10 @@
 """OpenCL backend (pyopencl): the first GPU platform device, else a CPU device (e.g. PoCL)."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import signal
+import threading
 
 import numpy as np
 
@@ -19,13 +22,27 @@ def _pick_device(cl):
     return (gpus or devices)[0]
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM held off the calling thread while it runs: PoCL's worker threads, which
+    finish compiling a kernel at its first launch, inherit the mask of the thread that first
+    reaches the platform, and Ctrl-C landing in a compile makes it fail and print "1 error
+    generated." beside "nngpu: interrupted" (the prepare pool's threads hold them too)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def available() -> tuple[bool, bool]:
     """(any OpenCL device, a GPU one) — False, False when pyopencl is missing or the device
     cannot compile a kernel (see unusable)."""
     try:
         import pyopencl as cl
 
-        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+        with _signals_held():
+            devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     except Exception:
         return False, False
     if not devices or unusable() is not None:
@@ -40,12 +57,22 @@ def unusable() -> str | None:
     which clang then refuses ("unknown target CPU"), so a device that lists fine may not compile."""
     import pyopencl as cl
 
-    try:
-        context = cl.Context([_pick_device(cl)])
-        cl.Program(context, "__kernel void nn_probe(__global float *a) { a[0] = exp(a[0]); }").build()
-    except Exception as e:
-        lines = [s.strip() for s in str(e).splitlines() if "error" in s.lower() and s.strip()]
-        return f"the OpenCL device cannot compile kernels: {(lines or [type(e).__name__])[-1]}"
+    failure: list[Exception] = []
+
+    def probe() -> None:  # in a thread of its own, holding the signals: see _signals_held
+        try:
+            with _signals_held():
+                context = cl.Context([_pick_device(cl)])
+                cl.Program(context, "__kernel void nn_probe(__global float *a) { a[0] = exp(a[0]); }").build()
+        except Exception as e:
+            failure.append(e)
+
+    worker = threading.Thread(target=probe, name="nngpu-opencl-probe", daemon=True)
+    worker.start()
+    worker.join()
+    if failure:
+        lines = [s.strip() for s in str(failure[0]).splitlines() if "error" in s.lower() and s.strip()]
+        return f"the OpenCL device cannot compile kernels: {(lines or [type(failure[0]).__name__])[-1]}"
     return None
 
 
@@ -67,9 +94,10 @@ class OpenCLBackend(Backend):
         if reason is not None:
             raise RuntimeError(reason)
         self.cl = cl
-        self.device = _pick_device(cl)
-        self.context = cl.Context([self.device])
-        self.queue = cl.CommandQueue(self.context)
+        with _signals_held():
+            self.device = _pick_device(cl)
+            self.context = cl.Context([self.device])
+            self.queue = cl.CommandQueue(self.context)
         self.device_type = DeviceType.GPU if self.device.type & cl.device_type.GPU else DeviceType.CPU
         self.description = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
         self._timing_queue = None   # made when profiling first asks for device times
