@@ -65,6 +65,7 @@ class Tensor:
     is_variable: bool = False
     signature: list[int] | None = None  # shape_signature: -1 marks an extent known only at run time
     shown_type: int | None = None       # the type the user sees when the model computes `type`
+    stored: bool = False                # the file holds its bytes (`data` only where numpy has the type)
 
     @property
     def dynamic(self) -> bool:
@@ -154,11 +155,15 @@ def _quant(t) -> Quant | None:
     return Quant(scales, zps, int(q.QuantizedDimension()))
 
 
-def _buffer_bytes(model, raw: bytes, index: int) -> bytes | None:
-    if index <= 0 or index >= model.BuffersLength():  # buffer 0 is the empty sentinel
+def _buffer_bytes(model, raw: bytes, index: int, what: str) -> bytes | None:
+    if not 0 <= index < model.BuffersLength():
+        raise TFLiteFormatError(f"{what}: buffer {index} of {model.BuffersLength()}")
+    if index == 0:  # the empty sentinel
         return None
     b = model.Buffers(index)
     if b.Offset() > 1:  # large models keep buffers after the flatbuffer, addressed by offset
+        if b.Offset() + b.Size() > len(raw):
+            raise TFLiteFormatError(f"{what}: buffer {index} ends at byte {b.Offset() + b.Size()} of {len(raw)}")
         return raw[b.Offset(): b.Offset() + b.Size()]
     if b.DataLength() == 0:
         return None
@@ -166,6 +171,8 @@ def _buffer_bytes(model, raw: bytes, index: int) -> bytes | None:
 
 
 def _options(op):
+    """The operator's options table, every field read once here: a corrupt table fails now, in
+    the reader, not in whatever reads the field later."""
     otype = op.BuiltinOptionsType()
     if not otype:
         return None
@@ -175,6 +182,11 @@ def _options(op):
         return None
     opts = cls()
     opts.Init(table.Bytes, table.Pos)
+    for name in dir(cls):
+        method = getattr(cls, name)
+        if callable(method) and name[0].isupper() and not name.startswith(("GetRootAs", "Init")) \
+                and not name.endswith("BufferHasIdentifier") and method.__code__.co_argcount == 1:
+            getattr(opts, name)()
     return opts
 
 
@@ -187,7 +199,12 @@ def _subgraph(model, data: bytes, index: int) -> TFLiteGraph:
         sig = [int(v) for v in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else None
         tensor = Tensor(i, (t.Name() or b"").decode("utf-8", "replace"), shape, int(t.Type()),
                         _quant(t), None, _sparsity(t), bool(t.IsVariable()), sig)
-        raw = _buffer_bytes(model, data, t.Buffer())
+        if any(d < 0 for d in shape):
+            raise TFLiteFormatError(f"tensor {i} ({tensor.name}): negative extent in shape {shape}")
+        _check_size(tensor, i)
+        _check_quant(tensor, i)
+        raw = _buffer_bytes(model, data, t.Buffer(), f"tensor {i} ({tensor.name})")
+        tensor.stored = raw is not None
         dtype = NP_DTYPES.get(tensor.type)
         if raw is not None and dtype is not None:
             arr = np.frombuffer(raw, dtype=dtype).copy()
@@ -201,6 +218,8 @@ def _subgraph(model, data: bytes, index: int) -> TFLiteGraph:
     operators = []
     for i in range(g.OperatorsLength()):
         op = g.Operators(i)
+        if not op.OpcodeIndex() < model.OperatorCodesLength():
+            raise TFLiteFormatError(f"operator {i}: operator code {op.OpcodeIndex()} of {model.OperatorCodesLength()}")
         code = model.OperatorCodes(op.OpcodeIndex())
         builtin = max(int(code.BuiltinCode()), int(code.DeprecatedBuiltinCode()))
         custom = _OP_NAMES.get(builtin) == "CUSTOM"
@@ -212,7 +231,70 @@ def _subgraph(model, data: bytes, index: int) -> TFLiteGraph:
                                   int(code.Version())))
     ins = [int(v) for v in g.InputsAsNumpy()] if g.InputsLength() else []
     outs = [int(v) for v in g.OutputsAsNumpy()] if g.OutputsLength() else []
-    return TFLiteGraph(tensors, operators, ins, outs, name=(g.Name() or b"").decode("utf-8", "replace"))
+    graph = TFLiteGraph(tensors, operators, ins, outs, name=(g.Name() or b"").decode("utf-8", "replace"))
+    _check_indexes(graph)
+    return graph
+
+
+# NNAPI gives an operand's size as a uint32 (DataLocation.length): no tensor can be larger.
+MAX_TENSOR_BYTES = (1 << 32) - 1
+
+
+def _check_size(t: Tensor, i: int) -> None:
+    itemsize = NP_DTYPES[t.type].itemsize if NP_DTYPES.get(t.type) is not None else 1
+    n = itemsize
+    for d in t.shape:
+        n *= d
+    if n > MAX_TENSOR_BYTES:
+        raise TFLiteFormatError(f"tensor {i} ({t.name}): shape {t.shape} holds {n} bytes, past NNAPI's "
+                                f"{MAX_TENSOR_BYTES}")
+
+
+def _check_quant(t: Tensor, i: int) -> None:
+    q = t.quant
+    if q is None:
+        return
+    if not np.all(np.isfinite(q.scales)) or np.any(q.scales < 0):
+        raise TFLiteFormatError(f"tensor {i} ({t.name}): quantization scale {q.scales[:4].tolist()} is not a "
+                                "finite non-negative number")
+    if len(q.zero_points) != len(q.scales):
+        raise TFLiteFormatError(f"tensor {i} ({t.name}): {len(q.scales)} scales, {len(q.zero_points)} zero points")
+    if q.per_channel and not (0 <= q.dim < len(t.shape) and t.shape[q.dim] == len(q.scales)):
+        raise TFLiteFormatError(f"tensor {i} ({t.name}): {len(q.scales)} per-channel scales on dimension {q.dim} "
+                                f"of shape {t.shape}")
+
+
+def _check_indexes(g: TFLiteGraph) -> None:
+    """Every tensor index names a tensor of the graph (an operator input may be -1, omitted); no
+    graph input is listed twice; no tensor is written by two operators, or by one and the caller;
+    an operator reads only tensors that have a value by then (a graph input, a constant, a state
+    tensor, or an earlier operator's output)."""
+    n = len(g.tensors)
+
+    def check(indexes: list[int], what: str, omitted_ok: bool = False) -> None:
+        for k, t in enumerate(indexes):
+            if not (0 <= t < n or (omitted_ok and t == -1)):
+                raise TFLiteFormatError(f"{what} {k} is tensor {t} of {n}")
+
+    check(g.inputs, "graph input")
+    check(g.outputs, "graph output")
+    if len(set(g.inputs)) != len(g.inputs):
+        raise TFLiteFormatError(f"the graph inputs list a tensor twice: {g.inputs}")
+    written = {t: "a graph input" for t in g.inputs}
+    for op in g.operators:
+        check(op.inputs, f"operator {op.index} ({op.name}) input", omitted_ok=True)
+        check(op.outputs, f"operator {op.index} ({op.name}) output")
+        for k, t in enumerate(op.inputs):
+            tensor = g.tensors[t] if t >= 0 else None
+            if tensor is not None and t not in written and not tensor.stored and not tensor.is_variable \
+                    and all(tensor.shape):
+                raise TFLiteFormatError(f"operator {op.index} ({op.name}) input {k} is tensor {t} ({tensor.name}), "
+                                        "which has no value: no constant data, and no earlier operator writes it")
+        for t in op.outputs:
+            if t in written:
+                raise TFLiteFormatError(f"operator {op.index} ({op.name}) writes tensor {t}, which is "
+                                        f"{written[t]}")
+            written[t] = f"written by operator {op.index}"
 
 
 def read_tflite(data: bytes) -> TFLiteGraph:
