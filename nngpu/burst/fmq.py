@@ -83,6 +83,20 @@ class QueueError(Exception):
     """A queue that cannot be created or attached (bad descriptor, sizes or mapping)."""
 
 
+class QueueResourceError(QueueError):
+    """The process ran out of something (fds, memory, address space) while it opened a queue:
+    the descriptor may be fine."""
+
+
+_OUT_OF = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.ENOSPC}
+
+
+def _queue_error(what: str, e: OSError | ValueError) -> QueueError:
+    """QueueResourceError for an exhausted resource, else QueueError (the caller's descriptor)."""
+    kind = QueueResourceError if getattr(e, "errno", None) in _OUT_OF else QueueError
+    return kind(f"{what}: {e}")
+
+
 def _make_fence():
     """A full memory barrier where the CPU may reorder stores (not needed on x86-64 TSO)."""
     if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
@@ -185,7 +199,7 @@ class MessageQueue:
                 raise QueueError("shared region not sealed against shrinking, or smaller than the descriptor says")
             self._mm = mmap.mmap(desc.memfd, size)
         except (OSError, ValueError) as e:
-            raise QueueError(f"cannot map queue: {e}") from e
+            raise _queue_error("cannot map queue", e) from e
         self._write_ctr = ctypes.c_uint64.from_buffer(self._mm, _WRITE_AT)
         self._read_ctr = ctypes.c_uint64.from_buffer(self._mm, _READ_AT)
         self._closed_word = ctypes.c_uint32.from_buffer(self._mm, 20)
@@ -213,7 +227,7 @@ class MessageQueue:
         try:
             owned = [os.dup(fd) for fd in fds] if dup else list(fds)
         except OSError as e:
-            raise QueueError(f"bad descriptor fds: {e}") from e
+            raise _queue_error("cannot take the descriptor's fds", e) from e
         mine = QueueDescriptor(owned[0], *(owned[1:] if desc.blocking else (-1, -1)),
                                desc.element_size, desc.capacity)
         try:

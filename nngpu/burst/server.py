@@ -31,7 +31,7 @@ from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus, MeasureTiming, OutputShape, Timing
 from .codec import DATUM_SIZE, BurstRequest, ComputeResult, PacketError, decode_request, encode_result
 from .executor import BurstExecutorWithCache
-from .fmq import MessageQueue, QueueDescriptor, QueueError
+from .fmq import MessageQueue, QueueDescriptor, QueueError, QueueResourceError
 
 __all__ = ["BurstServer", "start_server", "SERVER_SPIN_US", "RECENT_PACKETS"]
 
@@ -220,6 +220,16 @@ def _open(channel: Any) -> MessageQueue:
     return MessageQueue.attach(desc, dup=True, spin_us=0 if local else SERVER_SPIN_US)
 
 
+def _refused(which: str, e: QueueError) -> tuple[ErrorStatus, None]:
+    """A channel that could not be opened: the caller's (INVALID_ARGUMENT), or this process
+    out of fds or memory (GENERAL_FAILURE; valid arguments are never INVALID_ARGUMENT)."""
+    if isinstance(e, QueueResourceError):
+        log.error("configureExecutionBurst: %s: %s", which, e)
+        return ErrorStatus.GENERAL_FAILURE, None
+    log.info("configureExecutionBurst: %s: %s", which, e)
+    return ErrorStatus.INVALID_ARGUMENT, None
+
+
 def start_server(executor: BurstExecutorWithCache, callback: IBurstCallback, requestChannel: Any,
                  resultChannel: Any) -> tuple[ErrorStatus, BurstServer | None]:
     """configureExecutionBurst's arguments checked and a BurstServer over `executor` started."""
@@ -228,14 +238,12 @@ def start_server(executor: BurstExecutorWithCache, callback: IBurstCallback, req
     try:
         requests = _open(requestChannel)
     except QueueError as e:
-        log.info("configureExecutionBurst: request channel: %s", e)
-        return ErrorStatus.INVALID_ARGUMENT, None
+        return _refused("request channel", e)
     try:
         results = _open(resultChannel)
     except QueueError as e:
         requests.close()
-        log.info("configureExecutionBurst: result channel: %s", e)
-        return ErrorStatus.INVALID_ARGUMENT, None
+        return _refused("result channel", e)
     if requests.closed or results.closed:
         requests.close()
         results.close()

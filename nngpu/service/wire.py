@@ -8,10 +8,10 @@ packet then being {"body": length}. `args` follow the schema of nngpu.service.co
 
 A peer's backlog is bounded: at most MAX_IN_FLIGHT of its calls are served or waiting at once,
 their bodies within MAX_BODY bytes together, and a call past either is answered GENERAL_FAILURE
-at once; at most MAX_PENDING of our calls wait for its replies (one more fails at once); a reply
-it does not read within SEND_TIMEOUT_S (the socket full) ends the connection; a call's send is
-bounded by the call's own timeout. So a peer that floods calls, reads no replies or answers no
-calls costs a bounded amount of memory, fds and threads, and never blocks a thread for long.
+at once; at most MAX_IN_FLIGHT of our calls are sent to it at once, and MAX_PENDING in all wait
+for its replies (one more fails at once); a reply it does not read within SEND_TIMEOUT_S (the
+socket full) ends the connection; a call's send is bounded by the call's own timeout. So a
+peer that floods calls, reads no replies or answers no calls costs a bounded amount of memory, fds and threads, and never blocks a thread for long.
 The worker threads serving calls retire when idle: an idle connection costs its reader only.
 
 Nothing is allocated on a peer's word: the packet is read into a fixed buffer; a body's length is
@@ -146,6 +146,11 @@ class Connection:
         self._send_lock = threading.Lock()
         self._pending: dict[int, tuple[Future, str]] = {}
         self._pending_lock = threading.Lock()
+        # Our calls in flight, held to what the peer serves at once: a busy caller waits here for
+        # a slot rather than send a call the peer would refuse as a flood (MAX_PENDING callers
+        # at most, sent or waiting to be).
+        self._slots = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+        self._callers = 0
         self._next_id = 0
         self._pool = PriorityPool(workers, "nngpu-ipc", idle_s=IDLE_WORKER_S)
         self._flight_lock = threading.Lock()
@@ -224,13 +229,30 @@ class Connection:
         """The peer's reply args to `op`; IpcError if none comes or it is unreadable, WireError if
         `args` do not fit the schema."""
         plain, fds = codec.encode(codec.CALLS[op], args)
-        fut: Future = Future()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._pending_lock:
             if self.closed.is_set():
                 raise IpcError("connection closed" + (f": {self.refusal}" if self.refusal else ""))
-            if len(self._pending) >= MAX_PENDING:
+            if self._callers >= MAX_PENDING:
                 raise IpcError(f"{op}: the peer has not answered {MAX_PENDING} calls")
+            self._callers += 1
+        try:
+            if not self._slots.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+                raise IpcError(f"{op}: no reply (the {MAX_IN_FLIGHT} calls before it still wait for the peer)")
+            try:
+                return self._call_in_slot(op, plain, fds, deadline, timeout)
+            finally:
+                self._slots.release()
+        finally:
+            with self._pending_lock:
+                self._callers -= 1
+
+    def _call_in_slot(self, op: str, plain: Any, fds: list[int], deadline: float | None,
+                      timeout: float | None) -> dict:
+        fut: Future = Future()
+        with self._pending_lock:
+            if self.closed.is_set():
+                raise IpcError("connection closed" + (f": {self.refusal}" if self.refusal else ""))
             self._next_id += 1
             call_id = self._next_id
             self._pending[call_id] = (fut, op)
