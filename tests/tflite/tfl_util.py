@@ -12,12 +12,15 @@ def reference_interpreter():
 
 
 def run_reference(data: bytes | None, inputs: list[np.ndarray], path: str | None = None,
-                  threads: int = 1, xnnpack: bool = True) -> list[np.ndarray]:
-    """The interpreter's outputs; xnnpack=False runs TFLite's builtin kernels only (its reference
-    arithmetic: XNNPACK's quantized kernels may round one step differently)."""
+                  threads: int = 1, xnnpack: bool = True, reference_kernels: bool = False) -> list[np.ndarray]:
+    """The interpreter's outputs; xnnpack=False runs TFLite's builtin kernels only (XNNPACK's
+    quantized kernels may round one step differently), reference_kernels=True its reference
+    kernels (BUILTIN_REF: the arithmetic of record, which the optimized ones may miss by one)."""
     mod = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
     kwargs = {"num_threads": threads}
-    if not xnnpack:
+    if reference_kernels:
+        kwargs["experimental_op_resolver_type"] = mod.OpResolverType.BUILTIN_REF
+    elif not xnnpack:
         kwargs["experimental_op_resolver_type"] = mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     it = mod.Interpreter(model_content=data, **kwargs) if path is None else mod.Interpreter(model_path=path, **kwargs)
     it.allocate_tensors()

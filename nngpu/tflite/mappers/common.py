@@ -17,11 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...hal.types import OperandType, OperationType
-from ...ops.lib.quant import (
-    multiply_by_quantized_multiplier,
-    quantize_multiplier,
-    saturating_rounding_doubling_high_mul,
-)
+from ...ops.lib.quant import multiply_by_quantized_multiplier, quantize_multiplier
 from ..context import OpCtx
 
 Op = OperationType
@@ -100,32 +96,26 @@ def apply_table(c: OpCtx, src: int, dst: int, table: np.ndarray) -> None:
     c.emit(Op.GATHER, [values, c.b.i32(0), idx], [dst])
 
 
-def requantize_table(si: float, zi: int, ti: int, so: float, zo: int, to: int, half_up: bool) -> np.ndarray:
-    """Requantization of every raw input value: q - zi times the double-precision ratio si / so
-    as a quantized multiplier (SaturatingRoundingDoublingHighMul), then the right shift rounding
-    half up (half_up: TFLite's QUANTIZE, whose optimized Requantize rounds so: measured on all
-    256 inputs) or half away from zero (MultiplyByQuantizedMultiplier, as TFLite's other
-    kernels rescale), plus zo, saturated."""
+def requantize_table(si: float, zi: int, ti: int, so: float, zo: int, to: int) -> np.ndarray:
+    """Requantization of every raw input value as TFLite's reference Requantize computes it: q -
+    zi times the double-precision ratio si / so as a quantized multiplier
+    (MultiplyByQuantizedMultiplier, rounding half away from zero), plus zo, saturated. (TFLite's
+    optimized QUANTIZE rounds the last shift half up instead, and XNNPACK differently again: each
+    is one step from the others on some inputs.)"""
     m, shift = quantize_multiplier(float(np.float64(np.float32(si)) / np.float64(np.float32(so))))
-    left, right = max(shift, 0), max(-shift, 0)
     v = _raw_range(ti).astype(np.int64) - zi
-    if half_up:
-        raw = np.asarray(saturating_rounding_doubling_high_mul(v << left, m), np.int64)
-        raw = (raw + ((1 << right) >> 1)) >> right
-    else:
-        raw = np.asarray(multiply_by_quantized_multiplier(v, m, shift), np.int64)
+    raw = np.asarray(multiply_by_quantized_multiplier(v, m, shift), np.int64)
     lo, hi = (0, 255) if to == Q8 else (-128, 127)
     return np.clip(raw + zo, lo, hi)
 
 
-def requantize(c: OpCtx, src: int, dst: int, half_up: bool = False) -> None:
-    """Emit operations computing quantized operand dst from quantized operand src (same shape);
-    half_up: round as TFLite's QUANTIZE does (requantize_table)."""
+def requantize(c: OpCtx, src: int, dst: int) -> None:
+    """Emit operations computing quantized operand dst from quantized operand src (same shape)."""
     s, d = c.b.operands[src], c.b.operands[dst]
     if np.float32(s.scale) == np.float32(d.scale):
         _switch_type(c, src, dst)
         return
-    table = requantize_table(s.scale, s.zeroPoint, s.type, d.scale, d.zeroPoint, d.type, half_up)
+    table = requantize_table(s.scale, s.zeroPoint, s.type, d.scale, d.zeroPoint, d.type)
     apply_table(c, src, dst, table)
 
 

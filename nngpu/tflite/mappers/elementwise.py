@@ -105,7 +105,7 @@ def _dequantize(c: OpCtx) -> None:
 def _quantize(c: OpCtx) -> None:
     x, out = c.inp(0), c.out()
     if is_quant8(c, x) and is_quant8(c, out):
-        requantize(c, x, out, half_up=True)
+        requantize(c, x, out)
     else:
         c.emit(Op.QUANTIZE, [x], [out])
 
