@@ -127,7 +127,31 @@ def convert(fn: Callable[..., Any], inputs: Sequence[Input], mode: str = FLOAT, 
     # Frozen first: traced as is, the weights stay resource variables (VAR_HANDLE / READ_VARIABLE).
     concrete = convert_variables_to_constants_v2(tf.function(fn).get_concrete_function(*specs))
     conv = tf.lite.TFLiteConverter.from_concrete_functions([concrete], keep if keep is not None else fn)
-    return _configure(conv, mode, inputs, seed).convert()
+    return registered_versions(_configure(conv, mode, inputs, seed).convert())
+
+
+# TensorFlow 2.21's converter marks an int8 TILE as version 3, which no released runtime registers
+# (its own interpreter and ai-edge-litert 2.3 both refuse the file); their TILE kernel takes int8
+# under version 2, so the zoo writes that, and TFLite can compute the reference.
+_RUNNABLE_VERSION = {"TILE": 2}
+
+
+def registered_versions(data: bytes) -> bytes:
+    """`data` with each operator code of _RUNNABLE_VERSION lowered to the version given there."""
+    import struct
+
+    import tflite
+
+    out = bytearray(data)
+    model = tflite.Model.GetRootAsModel(out, 0)
+    for k in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(k)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        name = next((n for n, v in vars(tflite.BuiltinOperator).items() if v == builtin), "")
+        field = code._tab.Offset(8)   # OperatorCode.version, the table's third field
+        if name in _RUNNABLE_VERSION and field and code.Version() > _RUNNABLE_VERSION[name]:
+            struct.pack_into("<i", out, code._tab.Pos + field, _RUNNABLE_VERSION[name])
+    return bytes(out)
 
 
 def convert_keras3(model: Any, inputs: Sequence[Input], mode: str = FLOAT, seed: int = 0) -> bytes:

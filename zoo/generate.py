@@ -19,11 +19,12 @@ if __package__ in (None, ""):  # run as a script: make the `zoo` package importa
 if TYPE_CHECKING:
     from zoo.convert import Maker
 
-# What tests/data/zoo holds (reduced sizes, under 4 MB together); tests/tflite/test_zoo.py checks
+# What tests/data/zoo holds (reduced sizes, under 5 MB together); tests/tflite/test_zoo.py checks
 # the folder against it, so this module imports tensorflow only when it makes models.
 COMMITTED = ("mobilenet_v1", "mobilenet_v1_fp16", "mobilenet_v2_int8_u8", "mobilenet_v3_small_int8_i8",
              "lstm_keras2", "lstm_keras3", "gru_keras3", "transformer_encoder", "mirror_pad_resize",
-             "argmax_topk", "dynamic_batch", "text_conv1d", "ssd_head_int8", "unet_small")
+             "argmax_topk", "dynamic_batch", "text_conv1d", "ssd_head_int8", "unet_small", "unet_upsampling",
+             "unet_upsampling_int8", "mobilenet_v3_large_int8_u8")
 
 
 def registry() -> dict[str, Maker]:

@@ -1,4 +1,5 @@
-"""Small Keras 3 graphs around particular operators: a U-Net (TRANSPOSE_CONV, CONCATENATION),
+"""Small Keras 3 graphs around particular operators: U-Nets (TRANSPOSE_CONV, CONCATENATION; or
+UpSampling2D, float and int8),
 depth_to_space / space_to_depth, argmax / top_k, reflect and symmetric padding (MIRROR_PAD) with
 a nearest resize, an SSD-style detection head (float and int8) and a dynamic batch (SHAPE)."""
 from __future__ import annotations
@@ -42,6 +43,34 @@ def unet_small(full: bool, seed: int) -> bytes:
     model = keras.Model(x, y)
     randomize_batch_norm(model, seed)
     return convert_keras3(model, [Input("image", (1, side, side, 3))])
+
+
+def _unet_upsampling(full: bool, seed: int, mode: str) -> bytes:
+    """A U-Net whose decoder doubles its resolution with Keras 3's UpSampling2D, which the
+    converter writes as RESHAPE to rank 5, BROADCAST_TO (or TILE) and RESHAPE back."""
+    import keras
+
+    side, base = (128, 32) if full else (64, 8)
+    x = keras.Input((side, side, 3), batch_size=1, name="image")
+    e1 = _conv_bn(x, base)
+    e2 = _conv_bn(keras.layers.MaxPooling2D()(e1), 2 * base)
+    mid = _conv_bn(keras.layers.MaxPooling2D()(e2), 4 * base)
+    d2 = _conv_bn(keras.layers.Concatenate()([keras.layers.UpSampling2D()(mid), e2]), 2 * base)
+    d1 = _conv_bn(keras.layers.Concatenate()([keras.layers.UpSampling2D()(d2), e1]), base)
+    y = keras.layers.Conv2D(2, 1, activation="sigmoid")(d1)
+    model = keras.Model(x, y)
+    randomize_batch_norm(model, seed)
+    return convert_keras3(model, [Input("image", (1, side, side, 3))], mode, seed)
+
+
+@register(MODELS, "unet_upsampling")
+def unet_upsampling(full: bool, seed: int) -> bytes:
+    return _unet_upsampling(full, seed, FLOAT)
+
+
+@register(MODELS, "unet_upsampling_int8", "unet_upsampling")
+def unet_upsampling_int8(full: bool, seed: int) -> bytes:
+    return _unet_upsampling(full, seed, INT8_U8)
 
 
 @register(MODELS, "depth_space")

@@ -51,6 +51,15 @@ def mobilenet_v3_small(full: bool, seed: int) -> Built:
     return _app(ctor, 96, full, seed, alpha=0.75)
 
 
+def mobilenet_v3_large(full: bool, seed: int) -> Built:
+    import keras
+
+    def ctor(**kw: Any) -> Any:
+        return keras.applications.MobileNetV3Large(include_preprocessing=False, **kw)
+
+    return _app(ctor, 96, full, seed, alpha=0.35)
+
+
 def efficientnet_b0(full: bool, seed: int) -> Built:
     import keras
 
@@ -81,13 +90,14 @@ def nasnet_mobile(full: bool, seed: int) -> Built:
     return _app(keras.applications.NASNetMobile, 96, full, seed)
 
 
-# name -> builder; the first three also come as fp16-weight and full-integer int8 models.
+# name -> builder; the MobileNets also come as fp16-weight and full-integer int8 models.
 BUILDERS: dict[str, Callable[[bool, int], Built]] = {
     "mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "mobilenet_v3_small": mobilenet_v3_small,
+    "mobilenet_v3_large": mobilenet_v3_large,
     "efficientnet_b0": efficientnet_b0, "efficientnet_v2_b0": efficientnet_v2_b0, "resnet50": resnet50,
     "densenet121": densenet121, "nasnet_mobile": nasnet_mobile,
 }
-QUANTIZED_FAMILIES = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small")
+QUANTIZED_FAMILIES = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large")
 MODELS: dict[str, Maker] = {}
 
 

@@ -6,9 +6,10 @@
    ...) is evaluated (fold.evaluate). A file stores 1 for an extent the converter saw as
    dynamic: a RESHAPE whose new shape became constant gets its output shape from it, and the
    common operators' outputs get theirs from their inputs (infer.py).
-3. repeat_to_resize: EXPAND_DIMS + TILE + RESHAPE that repeats each row (or column) of an NHWC
-   tensor k times (Keras 3 UpSampling2D "nearest": a rank-5 TILE, beyond NNAPI's rank 4)
-   becomes RESIZE_NEAREST_NEIGHBOR, when float32 resize arithmetic gives exactly that repeat.
+3. repeat_to_resize (repeat_resize.py): a chain of rank-5 shape operators (EXPAND_DIMS or
+   RESHAPE, TILE or BROADCAST_TO) that repeats the rows and columns of an NHWC tensor (Keras 3
+   UpSampling2D "nearest", beyond NNAPI's rank 4) becomes RESIZE_NEAREST_NEIGHBOR, when float32
+   resize arithmetic gives exactly that repeat.
 4. narrow_int64_indices: ARG_MAX / ARG_MIN with an int64 output compute int32 (NNAPI has no
    int64); the tensor remembers int64 as the type its user sees (Tensor.shown_type).
 5. copy_passthrough: a graph output that is an input, a constant or another output gets its own
@@ -25,6 +26,7 @@ import numpy as np
 from .fold import FoldError, evaluate, fold_constants
 from .infer import infer_shape
 from .reader import Operator, Tensor, TFLiteGraph
+from .repeat_resize import repeat_to_resize
 from .tensors import INT32, INT64
 
 _SIDE_EFFECTS = frozenset({"ASSIGN_VARIABLE", "CALL_ONCE"})
@@ -87,50 +89,6 @@ def fold_known_values(g: TFLiteGraph, skip: set[int]) -> set[int]:
             continue
         folded.add(op.index)
     return folded
-
-
-def _repeat_axis(x: Tensor, mult: list[int], a: int) -> int | None:
-    """k when TILE multiples repeat only the inserted axis a (of rank 5), else None."""
-    others = mult[:a] + mult[a + 1:]
-    return mult[a] if len(mult) == 5 and all(m == 1 for m in others) and mult[a] > 1 else None
-
-
-def _resize_is_repeat(n: int, k: int) -> bool:
-    """RESIZE_NEAREST_NEIGHBOR's float32 source index floor(dst * n / (n*k)) is dst // k."""
-    dst = np.arange(n * k, dtype=np.float32)
-    src = np.minimum(np.floor(dst * (np.float32(n) / np.float32(n * k))), n - 1)
-    return bool(np.array_equal(src.astype(np.int64), np.arange(n * k) // k))
-
-
-def repeat_to_resize(g: TFLiteGraph, skip: set[int]) -> set[int]:
-    producer = {o: op for op in g.operators if op.index not in skip for o in op.outputs}
-    users = _consumers(g, skip)
-    replaced = set()
-    for op in g.operators:
-        if op.index in skip or op.name != "RESHAPE":
-            continue
-        tile = producer.get(op.inputs[0])
-        expand = producer.get(tile.inputs[0]) if tile is not None and tile.name == "TILE" else None
-        if expand is None or expand.name != "EXPAND_DIMS":
-            continue
-        x, mult_t, axis_t = g.tensors[expand.inputs[0]], g.tensors[tile.inputs[1]], g.tensors[expand.inputs[1]]
-        if len(x.shape) != 4 or mult_t.data is None or axis_t.data is None:
-            continue
-        a = int(axis_t.data.reshape(-1)[0]) % 5
-        k = _repeat_axis(x, [int(m) for m in mult_t.data.reshape(-1)], a)
-        if k is None or a not in (2, 3) or any(len(users.get(t, [])) != 1 for t in (tile.inputs[0], op.inputs[0])):
-            continue
-        out = g.tensors[op.outputs[0]]
-        size = list(x.shape[1:3])
-        size[a - 2] *= k
-        want = list(x.shape)
-        want[a - 1] *= k
-        if out.shape != want or not _resize_is_repeat(x.shape[a - 1], k):
-            continue
-        size_t = _const(g, f"{out.name}/resize_size", np.asarray(size))
-        op.name, op.inputs, op.options = "RESIZE_NEAREST_NEIGHBOR", [x.index, size_t.index], None
-        replaced.add(op.index)
-    return replaced
 
 
 def narrow_int64_indices(g: TFLiteGraph, skip: set[int]) -> None:

@@ -46,7 +46,7 @@ def _cases() -> list:
 
 def test_committed_selection():
     assert MODELS == sorted(COMMITTED), "tests/data/zoo differs from zoo/generate.py's COMMITTED"
-    assert sum(p.stat().st_size for p in ZOO.glob("*.tflite")) < 4_000_000
+    assert sum(p.stat().st_size for p in ZOO.glob("*.tflite")) < 5_000_000
     assert all(k.split("@")[0] in MODELS for k in KNOWN_GAPS), "a KNOWN_GAPS entry names no committed model"
 
 
