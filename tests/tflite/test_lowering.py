@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
 
 from nngpu.hal.types import Model_1_3, OperationType
+from nngpu.session import Session
 from nngpu.tflite import import_tflite
 from nngpu.tflite.mappers import MAPPERS
 
@@ -242,3 +243,49 @@ def test_batch_to_space_with_crops_slices_after():
     m.op("BATCH_TO_SPACE_ND", [x, block, crops], [y])
     imported = _check(m.build([x], [y]), [np.random.default_rng(7).uniform(-1, 1, (4, 2, 3, 2)).astype(np.float32)])
     assert _ops(imported.model) == [Op.BATCH_TO_SPACE_ND, Op.SLICE]
+
+
+def _two_step_upsampling(kh: int, kw: int, second: str = "TILE") -> bytes:
+    """Nearest upsampling as TensorFlow 2.21 writes Keras 3's UpSampling2D: rows, then columns,
+    each an axis of 1 inserted by RESHAPE, repeated, and merged by the next RESHAPE."""
+    m = TFLModel()
+    n, h, w, c = 1, 3, 4, 2
+    x = m.tensor("x", [n, h, w, c])
+    a = m.tensor("a", [n, h, 1, w, c])
+    b = m.tensor("b", [n, h, kh, w, c])
+    d = m.tensor("d", [n, h * kh, w, 1, c])
+    e = m.tensor("e", [n, h * kh, w, kw, c])
+    y = m.tensor("y", [n, h * kh, w * kw, c])
+    m.op("RESHAPE", [x, m.const("s1", np.array([n, h, 1, w, c], np.int32), INT32)], [a])
+    m.op("TILE", [a, m.const("m1", np.array([1, 1, kh, 1, 1], np.int32), INT32)], [b])
+    m.op("RESHAPE", [b, m.const("s2", np.array([n, h * kh, w, 1, c], np.int32), INT32)], [d])
+    if second == "TILE":
+        m.op("TILE", [d, m.const("m2", np.array([1, 1, 1, kw, 1], np.int32), INT32)], [e])
+    else:
+        m.op("BROADCAST_TO", [d, m.const("to", np.array([n, h * kh, w, kw, c], np.int32), INT32)], [e])
+    m.op("RESHAPE", [e, m.const("s3", np.array([n, h * kh, w * kw, c], np.int32), INT32)], [y])
+    return m.build([x], [y])
+
+
+@pytest.mark.parametrize("kh, kw, second", [(2, 2, "TILE"), (3, 2, "TILE"), (2, 2, "BROADCAST_TO")])
+def test_two_step_upsampling_becomes_one_resize(kh, kw, second):
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 3, 4, 2)).astype(np.float32)
+    imported = _check(_two_step_upsampling(kh, kw, second), [x])
+    assert _ops(imported.model) == [Op.RESIZE_NEAREST_NEIGHBOR]
+
+
+def test_a_chain_that_is_not_a_repeat_stays_as_written(tmp_path):
+    """Tiling the inserted axis but merging it with W (a reshape that interleaves whole rows) is
+    not nearest upsampling: no RESIZE; the rank-5 operators run on the host, and it matches."""
+    m = TFLModel()
+    x, a, b, y = m.tensor("x", [1, 3, 4, 2]), m.tensor("a", [1, 3, 1, 4, 2]), m.tensor("b", [1, 3, 2, 4, 2]), \
+        m.tensor("y", [1, 3, 8, 2])
+    m.op("RESHAPE", [x, m.const("s1", np.array([1, 3, 1, 4, 2], np.int32), INT32)], [a])
+    m.op("TILE", [a, m.const("m1", np.array([1, 1, 2, 1, 1], np.int32), INT32)], [b])
+    m.op("RESHAPE", [b, m.const("s2", np.array([1, 3, 8, 2], np.int32), INT32)], [y])
+    path = tmp_path / "interleave.tflite"
+    path.write_bytes(m.build([x], [y]))
+    value = np.random.default_rng(6).uniform(-1, 1, (1, 3, 4, 2)).astype(np.float32)
+    with Session(str(path), "numpy") as s:
+        assert s.placement.endswith("on the host (2: RESHAPE ×2)")   # the rank-5 RESHAPEs
+        assert_close(run_reference(path.read_bytes(), [value], xnnpack=False), list(s.run([value]).values()))

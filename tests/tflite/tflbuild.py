@@ -16,6 +16,8 @@ import numpy as np
 import tflite
 
 FLOAT32, FLOAT16, INT32, UINT8, INT64, BOOL, INT16, INT8 = 0, 1, 2, 3, 4, 6, 7, 9
+# Builtins that TFLite registers only from a version above 1.
+FIRST_VERSION = {"BROADCAST_TO": 2}
 _NP = {FLOAT32: np.float32, FLOAT16: np.float16, INT32: np.int32, UINT8: np.uint8, INT64: np.int64,
        BOOL: np.bool_, INT16: np.int16, INT8: np.int8}
 
@@ -191,7 +193,7 @@ class TFLModel:
             tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(builtin, 127))
             if cname is not None:
                 tflite.OperatorCodeAddCustomCode(b, cname)
-            tflite.OperatorCodeAddVersion(b, 1)
+            tflite.OperatorCodeAddVersion(b, 1 if custom else FIRST_VERSION.get(code, 1))
             code_offs.append(tflite.OperatorCodeEnd(b))
         tensors_v = self._vector(b, tflite.SubGraphStartTensorsVector, tensor_offs)
         ops_v = self._vector(b, tflite.SubGraphStartOperatorsVector, op_offs)
