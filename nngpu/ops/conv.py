@@ -31,7 +31,15 @@ from .lib.conv_common import (
     resolve_window,
     window_geometry,
 )
-from .lib.conv_kernels import depthwise_forward, finish, float_epilogue, grouped_forward, operands
+from .lib.conv_kernels import (
+    bound_quant_epilogue,
+    depthwise_forward,
+    finish,
+    float_epilogue,
+    grouped_forward,
+    operands,
+    quant_filter,
+)
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
 from .lib.device import QUANT8, activation, floats
 from .node import OpNode
@@ -113,25 +121,42 @@ def _forward(ctx: OpContext, kind: str) -> list[np.ndarray]:
 
 
 def _bind(kind: str):
-    """The numpy plan's float32 NHWC convolution with constant filter and bias: the reference's
-    kernels computing straight into the output buffer (other cases run the reference)."""
+    """The numpy plan's NHWC convolution with constant filter and bias: the reference's kernels
+    computing straight into the output buffer, with a quantized filter's float64 form and
+    requantization multipliers made once, here (other cases run the reference)."""
     def bind(node: OpNode) -> Kernel | None:
         p = node.params
-        if p.nchw or node.in_operand(0).type != F32 or not (node.is_constant(1) and node.is_constant(2)):
+        in_type = node.in_operand(0).type
+        if p.nchw or in_type not in (F32, *QUANT8) or not (node.is_constant(1) and node.is_constant(2)):
             return None
         g = _geometry(node, kind)
         if g.n == 0:
             return None
-        f, b = node.input(1), node.input(2)
 
-        def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+        def forward(x: np.ndarray, f: np.ndarray, out: np.ndarray | None) -> np.ndarray:
             if kind == "depthwise":
-                depthwise_forward(ins[0], f, p.multiplier, g.win, g.oh, g.ow, out=outs[0])
-            else:
-                grouped_forward(ins[0], f, g.groups, g.win, g.oh, g.ow, out=outs[0])
-            float_epilogue(outs[0], b, p.activation)
+                return depthwise_forward(x, f, p.multiplier, g.win, g.oh, g.ow, out=out)
+            return grouped_forward(x, f, g.groups, g.win, g.oh, g.ow, out=out)
+
+        if in_type == F32:
+            f, b = node.input(1), node.input(2)
+
+            def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+                forward(ins[0], f, outs[0])
+                float_epilogue(outs[0], b, p.activation)
+                return outs
+            return kernel
+        fq, zx = quant_filter(node), node.in_operand(0).zeroPoint
+        if fq[0].size * 255 * 255 >= 1 << 53:   # a sum of products past float64's exact integers
+            return None
+        epilogue = bound_quant_epilogue(node, 3 if kind == "depthwise" else 0, p.activation)
+
+        def quant_kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+            x = ins[0].astype(np.float64)
+            x -= zx                              # padding added later is then the zero point
+            epilogue(forward(x, fq, None), outs[0])
             return outs
-        return kernel
+        return quant_kernel
     return bind
 
 

@@ -3,7 +3,8 @@
 
 Float inputs (float16 too) are computed in float32 like the reference. Quantized inputs are
 accumulated exactly in float64 after removing zero points and requantized
-with the reference's single multiplier (GetQuantizedConvolutionMultipler + QuantizeMultiplier).
+with the reference's single multiplier (GetQuantizedConvolutionMultipler + QuantizeMultiplier);
+the numpy plan makes the float64 weights and the multiplier once, at prepare (_bind).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from .lib.conv_common import (
 )
 from .lib.device import activation, floats
 from .node import OpNode
-from .registry import HalVersion, OpContext, OpError, OpSpec, Pattern, register
+from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
 
 _CONFIGS = [
     ((F32, F32, F32), HalVersion.V1_0),
@@ -100,8 +101,32 @@ def _shape(ctx: OpContext) -> list[tuple[int, ...]]:
     return [(batch, units)]
 
 
+def _bind(node: OpNode) -> Kernel | None:
+    """The numpy plan's quantized layer with constant weights and bias: the weights transposed
+    in float64 with their zero point removed, and the requantization multiplier, made once."""
+    in_op = node.in_operand(0)
+    if not is_quant(in_op.type) or not (node.is_constant(1) and node.is_constant(2) and node.is_constant(3)):
+        return None
+    batch, k, _ = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
+    if k * 255 * 255 >= 1 << 53:   # a sum of products past float64's exact integers
+        return None
+    act = check_activation(int_arg(node, 3))
+    wt = np.ascontiguousarray((node.input(1).astype(np.float64) - node.in_operand(1).zeroPoint).T)
+    bias = node.input(2).reshape(-1).astype(np.int64)
+    mults, shifts = conv_requant_params(node, filter_scales(node, 1, 0, 1), False)
+
+    def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+        x = ins[0].reshape(batch, k).astype(np.float64)
+        x -= in_op.zeroPoint
+        total = np.rint(x @ wt).astype(np.int64)
+        total += bias
+        np.copyto(outs[0], requantize(total, mults, shifts, node, act), casting="unsafe")
+        return outs
+    return kernel
+
+
 SPEC = register(OpSpec(Op.FULLY_CONNECTED, build_signatures(_CONFIGS, [([I32], HalVersion.V1_0)]), _reference,
-                       _validate, shape=_shape, pattern=Pattern.REDUCTION))
+                       _validate, shape=_shape, pattern=Pattern.REDUCTION, bind=_bind))
 
 GEMM_MIN_WORK = 1 << 21  # multiply-adds from which a float fully connected layer is a GEMM call
 

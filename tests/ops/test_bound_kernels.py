@@ -96,6 +96,46 @@ def test_bound_pool_resize_pad_give_the_reference_bits(name):
     _check_bound(*_single(*SINGLE[name]))
 
 
+def _quant_model(op: Op, x_shape, f_shape, out_shape, scalars, kind: str):
+    """The CASES model quantized: uint8 ("asymm"), int8 ("signed") or int8 with a per-channel
+    filter ("per-channel"), with zero points, so that padding and removal are exercised."""
+    rq = np.random.default_rng([22, len(kind), *x_shape])
+    t = T.TENSOR_QUANT8_ASYMM if kind == "asymm" else T.TENSOR_QUANT8_ASYMM_SIGNED
+    lo, dtype = (0, np.uint8) if kind == "asymm" else (-128, np.int8)
+    b = ModelBuilder()
+    x = b.input(t, x_shape, 0.05, lo + 100)
+    cout, dim = (f_shape[3], 3) if op == Op.DEPTHWISE_CONV_2D else (f_shape[0], 0)
+    if kind == "per-channel":
+        scales = list(rq.uniform(0.002, 0.02, cout))
+        f = b.constant(T.TENSOR_QUANT8_SYMM_PER_CHANNEL, rq.integers(-127, 128, f_shape).astype(np.int8),
+                       channel_quant=(scales, dim))
+        bias = b.constant(T.TENSOR_INT32, rq.integers(-3000, 3000, cout).astype(np.int32))
+    else:
+        f = b.constant(t, rq.integers(lo, lo + 256, f_shape).astype(dtype), 0.01, lo + 120)
+        bias = b.constant(T.TENSOR_INT32, rq.integers(-3000, 3000, cout).astype(np.int32), 0.05 * 0.01)
+    ins = [x, f, bias] + [b.constant(tt, v) for tt, v in scalars]
+    b.output(b.op(op, ins, t, out_shape, 0.3, lo + 128 + 3))
+    return b.build(), [rq.integers(lo, lo + 256, x_shape).astype(dtype)]
+
+
+@pytest.mark.parametrize("kind", ["asymm", "signed", "per-channel"])
+@pytest.mark.parametrize("name", CASES)
+def test_bound_quantized_convolution_gives_the_reference_bits(name, kind):
+    _check_bound(*_quant_model(*CASES[name], kind))
+
+
+@pytest.mark.parametrize("t", [T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED])
+def test_bound_quantized_fully_connected_gives_the_reference_bits(t):
+    rq = np.random.default_rng([23, int(t)])
+    lo, dtype = (0, np.uint8) if t == T.TENSOR_QUANT8_ASYMM else (-128, np.int8)
+    b = ModelBuilder()
+    x = b.input(t, (3, 2, 10), 0.04, lo + 90)
+    w = b.constant(t, rq.integers(lo, lo + 256, (7, 20)).astype(dtype), 0.02, lo + 130)
+    bias = b.constant(T.TENSOR_INT32, rq.integers(-2000, 2000, 7).astype(np.int32), 0.04 * 0.02)
+    b.output(b.op(Op.FULLY_CONNECTED, [x, w, bias, b.constant(I32, Act.RELU6)], t, (3, 7), 0.1, lo + 5))
+    _check_bound(b.build(), [rq.integers(lo, lo + 256, (3, 2, 10)).astype(dtype)])
+
+
 def test_filter_given_at_execution_runs_the_reference():
     op, x_shape, f_shape, out_shape, scalars = CASES["conv-1x1"]
     model, inputs = _model(op, x_shape, f_shape, out_shape, scalars, f_const=False)

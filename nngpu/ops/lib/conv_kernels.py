@@ -162,6 +162,30 @@ def finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
     return [from_nhwc(y, nchw)]
 
 
+def bound_quant_epilogue(ctx: OpContext, channel_dim: int, activation: int):
+    """The quantized finish of a convolution whose filter and bias are constants, with what does
+    not change between executions (the per-channel multipliers, the bias) computed once, at
+    prepare: (float64 accumulators, output buffer) -> the requantized output in the buffer."""
+    cout = ctx.in_operand(1).dimensions[channel_dim]
+    mults, shifts = conv_requant_params(ctx, filter_scales(ctx, 1, channel_dim, cout), ctx.in_operand(1).type == PC)
+    bias = ctx.input(2).astype(np.int64)
+
+    def run(acc: np.ndarray, out: np.ndarray) -> np.ndarray:
+        total = np.rint(acc).astype(np.int64)
+        total += bias
+        np.copyto(out, requantize(total, mults, shifts, ctx, activation), casting="unsafe")
+        return out
+    return run
+
+
+def quant_filter(ctx: OpContext) -> np.ndarray:
+    """A constant quantized filter in float64 with its zero point removed (per-channel filters
+    have none), as `operands` gives it to the kernels."""
+    f, f_op = ctx.input(1), ctx.in_operand(1)
+    fq = f.astype(np.float64)
+    return fq if f_op.type == PC else fq - f_op.zeroPoint
+
+
 def float_epilogue(acc: np.ndarray, bias: np.ndarray, activation: int) -> np.ndarray:
     """A float kernel's bias and fused activation, in place on its buffer `acc`."""
     return clip_activation(np.add(acc, bias.astype(acc.dtype, copy=False), out=acc), activation)

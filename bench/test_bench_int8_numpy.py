@@ -1,0 +1,65 @@
+"""The int8 zoo models on the numpy plan (the CPU default) against TFLite with one thread, on
+the same fixed-seed inputs; the ratio table prints at the end.
+
+    pytest bench/test_bench_int8_numpy.py"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
+litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+
+from nngpu.session import Session, random_inputs  # noqa: E402
+
+from .common import show_summary  # noqa: E402
+
+ZOO = Path(__file__).resolve().parents[1] / "tests" / "data" / "zoo"
+MODELS = sorted(p.stem for p in ZOO.glob("*int8*.tflite"))
+RESULTS: dict[tuple[str, str], float] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ratio_table(request):
+    yield
+    lines = ["", "int8 on numpy / TFLite with 1 thread (median ms):"]
+    for name in MODELS:
+        t, n = RESULTS.get((name, "tflite-1")), RESULTS.get((name, "numpy"))
+        if t and n:
+            lines.append(f"  {name:30s} tflite-1 {t * 1e3:7.2f}  numpy {n * 1e3:8.2f}  = {n / t:6.1f}x")
+    show_summary(request, lines)
+
+
+def _record(benchmark, key) -> None:
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None and getattr(stats, "stats", None) is not None:
+        RESULTS[key] = stats.stats.median
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def model(request):
+    path = ZOO / f"{request.param}.tflite"
+    with Session(str(path), "numpy") as s:
+        inputs = random_inputs(s.inputs, seed=0)
+    return request.param, path, inputs
+
+
+def test_tflite_one_thread(benchmark, model):
+    name, path, inputs = model
+    it = litert.Interpreter(model_path=str(path), num_threads=1)
+    it.allocate_tensors()
+    for d, a in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], a)
+    benchmark.group = name
+    benchmark.pedantic(it.invoke, rounds=50, warmup_rounds=3)
+    _record(benchmark, (name, "tflite-1"))
+
+
+def test_numpy_plan(benchmark, model):
+    name, path, inputs = model
+    with Session(str(path), "numpy") as session:
+        session.set_inputs(inputs)
+        benchmark.group = name
+        benchmark.pedantic(session.execute, rounds=10, warmup_rounds=1)
+    _record(benchmark, (name, "numpy"))
