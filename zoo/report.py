@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .compare import Outcome, compare, one_line
+from nngpu.tflite.compare import Outcome, compare, one_line
 
 COLUMNS = ("model", "import", "partitions", "max error", "tolerance", "nngpu ms", "TFLite ms")
 

@@ -12,7 +12,7 @@ import nngpu
 from nngpu.session import InputError
 
 pytest.importorskip("ai_edge_litert")
-from zoo.compare import tflite_run  # noqa: E402  (needs ai_edge_litert)
+from nngpu.tflite.compare import tflite_run  # noqa: E402  (needs ai_edge_litert)
 
 MODEL = Path(__file__).resolve().parents[1] / "data" / "zoo" / "dynamic_batch.tflite"
 

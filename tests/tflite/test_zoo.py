@@ -1,6 +1,7 @@
 """The committed zoo (tests/data/zoo, made by zoo/generate.py with TensorFlow's converter): every
-model imports and matches the TFLite interpreter on numpy and on OpenCL, by zoo/compare.py's rule
-(float: 1e-4 of the output's range or TFLite's own XNNPACK-vs-reference spread; quantized: one step).
+model imports and matches the TFLite interpreter on numpy and on OpenCL, by the rule of
+nngpu/tflite/compare.py (float: 1e-4 of the output's range or TFLite's own XNNPACK-vs-reference
+spread; quantized: one step).
 
 KNOWN_GAPS lists what fails today, as strict xfails: an entry must go once its model passes. A key
 is a model name (every backend) or "model@backend"."""
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
 pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
 
-from zoo.compare import QUANT_STEPS, REL_TOL, check_output, compare
+from nngpu.tflite.compare import QUANT_STEPS, REL_TOL, check_output, compare
 from zoo.generate import COMMITTED
 
 ZOO = Path(__file__).resolve().parents[1] / "data" / "zoo"

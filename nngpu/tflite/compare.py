@@ -1,5 +1,5 @@
-"""nngpu against the TFLite interpreter (ai_edge_litert) on one .tflite model: what zoo/report.py
-prints and tests/tflite/test_zoo.py asserts. No tensorflow here.
+"""nngpu against the TFLite interpreter (ai_edge_litert, the `tflite` extra) on one .tflite model:
+what `nngpu compare` and zoo/report.py print and tests/tflite/test_zoo.py asserts.
 
 Inputs are random with a fixed seed, drawn from the model's own input details: floats uniform in
 [-1, 1); quantized (u)int8 over their type's full range; other integers, which the zoo's models
@@ -25,7 +25,7 @@ import numpy as np
 REL_TOL = 1e-4
 RANGE_FLOOR = 1e-3
 QUANT_STEPS = 1
-INDEX_HIGH = 100       # the same bound as zoo/convert.py's: every vocabulary is at least this large
+INDEX_HIGH = 100       # the zoo's models use integer inputs as token ids, from vocabularies at least this large
 DYNAMIC_EXTENT = 2     # what an open dimension gets, so a dynamic batch is really exercised
 SEED = 0
 
