@@ -1,6 +1,6 @@
 """The `nngpu` command. Each subcommand is a module here with `add_parser(subparsers, common)`:
-run (execute a model: outputs and benchmark-style timing), profile (per-op-type times), cts (the
-conformance corpus), kernels (a model's generated kernels), info (backends and capabilities),
+run (execute a model: outputs and benchmark-style timing), profile (per-op-type times), compare
+(a .tflite model against TFLite, per output and per operator), cts (the conformance corpus), kernels (a model's generated kernels), info (backends and capabilities),
 cache (the kernel cache), serve (a device for other processes, on a Unix socket).
 
 Every failure is one line on stderr and a non-zero exit: CLIError carries the message and the
@@ -23,7 +23,7 @@ LEVELS = ("debug", "info", "warning", "error")
 
 # What `nngpu --help` tells a user (the docstring above is for whoever works on the commands).
 DESCRIPTION = ("Run neural network models on nngpu, an Android NNAPI driver: execute and time a .tflite or "
-               "NNAPI corpus model on the numpy, OpenCL or CUDA backend, profile it, check the driver against "
+               "NNAPI corpus model on the numpy, OpenCL or CUDA backend, profile it, compare it with TFLite, check the driver against "
                "the NNAPI conformance corpus, look at its generated kernels, its backends and kernel cache, or "
                "serve it to other processes.")
 EPILOG = "`nngpu COMMAND --help` lists a command's options."
@@ -47,15 +47,15 @@ def _common() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import (cache_command, cts_command, info_command, kernels_command, profile_command, run_command,
-                   serve_command)
+    from . import (cache_command, compare_command, cts_command, info_command, kernels_command, profile_command,
+                   run_command, serve_command)
 
     p = _Parser(prog="nngpu", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("--version", action="version", version=f"nngpu {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     common = _common()
-    for module in (run_command, profile_command, cts_command, kernels_command, info_command, cache_command,
-                   serve_command):
+    for module in (run_command, profile_command, compare_command, cts_command, kernels_command, info_command,
+                   cache_command, serve_command):
         module.add_parser(sub, common)
     return p
 

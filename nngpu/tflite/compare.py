@@ -37,6 +37,8 @@ class OutputCheck:
     tolerance: float
     quantized: bool
     note: str = ""     # a shape or dtype mismatch, non-finite values
+    spread: float = 0.0  # TFLite's own: its default run against its reference kernels, same unit
+    span: float = 0.0    # a float output's range (max - min, floored at RANGE_FLOOR)
 
     @property
     def ok(self) -> bool:
@@ -182,9 +184,13 @@ def _isolated(path: Path, inputs: list[np.ndarray], kind: str) -> list[np.ndarra
 
 @lru_cache(maxsize=4)
 def reference(path: Path, seed: int = SEED, isolate: bool = False) -> Reference:
-    """TFLite's outputs for the model's random inputs; `isolate` runs the reference kernels in a
-    child process, so that one that aborts costs its model the spread, not the caller its life."""
-    inputs = make_inputs(path, seed)
+    """TFLite's outputs for the model's random inputs (reference_for)."""
+    return reference_for(path, make_inputs(path, seed), isolate)
+
+
+def reference_for(path: Path, inputs: list[np.ndarray], isolate: bool = False) -> Reference:
+    """TFLite's outputs for `inputs`; `isolate` runs the reference kernels in a child process, so
+    that one that aborts costs its model the spread, not the caller its life."""
     default, details = tflite_run(path, inputs)
     kernels = _isolated(path, inputs, REFERENCE) if isolate else _outputs(path, inputs, REFERENCE)
     if kernels is not None:
@@ -207,11 +213,11 @@ def check_output(name: str, ref: np.ndarray, alt: np.ndarray, got: np.ndarray, s
         return OutputCheck(name, np.inf, 0.0, False, "non-finite values where TFLite's are finite")
     error, spread = _diff(ref, got), _diff(ref, alt)
     if quantized:
-        return OutputCheck(name, error, float(QUANT_STEPS), True)
+        return OutputCheck(name, error, float(QUANT_STEPS), True, spread=spread)
     if ref.dtype.kind == "f":
-        span = float(ref.max() - ref.min()) if ref.size else 0.0
-        return OutputCheck(name, error, max(REL_TOL * max(span, RANGE_FLOOR), spread), False)
-    return OutputCheck(name, error, spread, False)
+        span = max(float(ref.max() - ref.min()) if ref.size else 0.0, RANGE_FLOOR)
+        return OutputCheck(name, error, max(REL_TOL * span, spread), False, spread=spread, span=span)
+    return OutputCheck(name, error, spread, False, spread=spread)
 
 
 def _session(path: Path, backend: str) -> Any:
@@ -226,12 +232,14 @@ def _placement(session: Any) -> str:
     return "" if placement is None else " ".join(str(placement).split())
 
 
-def compare(path: Path, backend: str = "numpy", runs: int = 0, isolate: bool = False) -> Outcome:
-    """Import, run and check one model; with runs > 0 also time both (median ms of `runs`).
-    `isolate`: TFLite's reference kernels run in a child process (see `reference`)."""
+def compare(path: Path, backend: str = "numpy", runs: int = 0, isolate: bool = False,
+            inputs: list[np.ndarray] | None = None) -> Outcome:
+    """Import, run and check one model on `inputs` (default: its seeded random ones); with
+    runs > 0 also time both (median ms of `runs`). `isolate`: TFLite's reference kernels run in
+    a child process (see `reference_for`)."""
     path = Path(path)
     out = Outcome(path.stem, backend)
-    ref = reference(path, isolate=isolate)
+    ref = reference(path, isolate=isolate) if inputs is None else reference_for(path, inputs, isolate)
     out.note = ref.note
     if runs > 0:
         out.tflite_ms = tflite_ms(path, ref.inputs, runs)

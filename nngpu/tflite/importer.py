@@ -37,6 +37,7 @@ class ImportedModel(NamedIO):
     description: str = ""
     op_counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # options TFLite itself ignores, by operator
+    tensors: dict[int, int] = field(default_factory=dict)  # TFLite tensor -> its main-graph operand
 
     def __iter__(self):  # `model, input_names, output_names = load_tflite(path)`
         return iter((self.model, self.input_names, self.output_names))
@@ -227,7 +228,7 @@ def import_graph(graph: TFLiteGraph, validate: bool = True,
     dims = table.b.operands
     return ImportedModel(model, [io_of(graph.tensors[t]) for t in graph.inputs],
                          [io_of(graph.tensors[t], list(dims[table.cache[t]].dimensions)) for t in graph.outputs],
-                         max(version, 12), len(skip), graph.description, counts, table.warnings)
+                         max(version, 12), len(skip), graph.description, counts, table.warnings, dict(table.cache))
 
 
 def import_tflite(data: bytes, validate: bool = True,
