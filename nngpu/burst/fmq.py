@@ -162,6 +162,11 @@ class MessageQueue:
         self.spin_s = max(float(spin_us), 0.0) / 1e6
         self._lock = threading.Lock()
         self._closed_locally = False
+        # The eventfds are written, read and closed under _fd_lock: a wake-up sent after close()
+        # would otherwise write 8 bytes into whatever file took the closed fd's number since
+        # (another queue's memfd, over its header).
+        self._fd_lock = threading.Lock()
+        self._fds_closed = False
         self.corrupt: str | None = None  # why the counters were found incoherent, if they were
         if _attach is None:
             if element_size <= 0 or capacity <= 0 or element_size * capacity > (1 << 31):
@@ -414,7 +419,10 @@ class MessageQueue:
             if available() >= need or self.closed:
                 return True
             if poller.poll(max(int(wait_s * 1000) + 1, 0)):
-                os.eventfd_read(fd)  # consume the wake-up, then recheck the counters
+                with self._fd_lock:   # consume the wake-up, then recheck the counters
+                    if self._fds_closed:
+                        return False
+                    os.eventfd_read(fd)
         except BlockingIOError:
             pass
         except OSError as e:
@@ -427,13 +435,15 @@ class MessageQueue:
                     getattr(self, sleepers).value -= 1
         return True
 
-    @staticmethod
-    def _signal(fd: int) -> None:
-        try:
-            # Releases the GIL around the syscall: in one process the woken side runs at once.
-            os.eventfd_write(fd, 1)
-        except OSError:
-            pass  # closed fd or a saturated counter: the waiter is awake anyway
+    def _signal(self, fd: int) -> None:
+        with self._fd_lock:
+            if self._fds_closed:
+                return
+            try:
+                # Releases the GIL around the syscall: in one process the woken side runs at once.
+                os.eventfd_write(fd, 1)
+            except OSError:
+                pass  # a saturated counter: the waiter is awake anyway
 
     # ---- teardown --------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -457,7 +467,10 @@ class MessageQueue:
             self._closed_word = ctypes.c_uint32(1)
             self._readers_asleep = self._writers_asleep = ctypes.c_uint32(0)
         self._unmap()
-        close_fds(self.desc.fds())
+        with self._fd_lock:   # once, even when two threads close at the same time
+            if not self._fds_closed:
+                self._fds_closed = True
+                close_fds(self.desc.fds())
 
     def _unmap(self) -> None:
         self._write_ctr = self._read_ctr = None

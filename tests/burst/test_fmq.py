@@ -337,3 +337,20 @@ def test_a_full_ring_is_coherent():
     assert not q.write(elems(2, 1)) and not q.closed
     assert q.read() == elems(1, 4) and q.available_to_write() == 4 and not q.closed
     q.close()
+
+
+def test_a_wake_up_after_close_writes_into_no_other_file():
+    """shutdown() racing close() from another thread (a burst worker closing its queue while
+    the context wakes it) must not write the wake-up into the closed eventfd's number, which a
+    new queue's memfd may have taken: its header would read as another layout."""
+    for _ in range(300):
+        q = MessageQueue(24, 16)
+        closer = threading.Thread(target=q.close)
+        closer.start()
+        fresh = MessageQueue(24, 16)     # may take the numbers close() frees
+        q.shutdown()
+        q.wake_reader()
+        closer.join()
+        attached = MessageQueue.attach(fresh.descriptor())   # the header is intact
+        attached.close()
+        fresh.close()
