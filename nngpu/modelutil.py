@@ -63,10 +63,14 @@ def merge_dims(model_dims, request_dims) -> list[int] | None:
 
 
 def read_constant(model: Model_1_3, operand: Operand) -> np.ndarray:
-    """The value of a CONSTANT_COPY / CONSTANT_REFERENCE operand as a numpy array (a copy)."""
+    """The value of a CONSTANT_COPY / CONSTANT_REFERENCE operand as a numpy array: a read-only view
+    of operandValues when that is immutable `bytes` (a model's weights are then held once),
+    else a copy."""
     loc = operand.location
     if operand.lifetime == OperandLifeTime.CONSTANT_COPY:
-        arr = np.frombuffer(memoryview(model.operandValues)[loc.offset : loc.offset + loc.length], np.uint8).copy()
+        arr = np.frombuffer(memoryview(model.operandValues)[loc.offset : loc.offset + loc.length], np.uint8)
+        if not isinstance(model.operandValues, bytes):
+            arr = arr.copy()
     else:  # a copy too; pread where the pool is not sealed (nngpu.memory)
         arr = model.pools[loc.poolIndex].read(loc.offset, loc.length)
     arr = arr.view(dtype_of(operand.type))

@@ -28,7 +28,8 @@ def add_parser(sub, common) -> None:
     add_execution_options(r)
     r.add_argument("--burst", action="store_true", help="execute through a burst (fast message queues)")
     r.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<tensor name>.npy")
-    r.add_argument("--json", metavar="FILE", help="write prepare time, first run, percentiles and placement as JSON")
+    r.add_argument("--json", metavar="FILE",
+                   help="write prepare time, first run, percentiles, placement and peak memory as JSON")
     r.add_argument("--profile", metavar="TRACE", help="write a Chrome / Perfetto trace (chrome://tracing, ui.perfetto.dev)")
     r.set_defaults(func=run)
 
@@ -66,6 +67,13 @@ def summarize(arr) -> str:
     num = flat.astype(np.float64)
     return (f"shape {list(arr.shape)} {arr.dtype}, min {num.min():.6g} max {num.max():.6g} "
             f"mean {num.mean():.6g}, first {head}")
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def model_inputs(args, named) -> tuple[list, str]:
@@ -186,6 +194,7 @@ def run(args) -> int:
                   "warmup_runs": args.warmup, "steady": stats,
                   "placement": {"device_operations": placement[0], "host_operations": placement[1],
                                 "partitions": session.placement},
-                  "outputs": {t.name: list(a.shape) for t, a in zip(named.outputs, outputs)}}
+                  "outputs": {t.name: list(a.shape) for t, a in zip(named.outputs, outputs)},
+                  "peak_rss_mb": _peak_rss_mb()}
         json_path.write_text(json.dumps(report, indent=2, default=float) + "\n")
     return 0

@@ -47,13 +47,13 @@ class GraphBuilder:
 
     def set_value(self, index: int, value: np.ndarray) -> None:
         """Make operand `index` a CONSTANT_COPY holding `value` (8-byte aligned in operandValues)."""
-        data = np.ascontiguousarray(value).tobytes()
+        data = memoryview(np.ascontiguousarray(value)).cast("B")   # appended without a temporary copy
         off = (len(self.values) + 7) // 8 * 8
         self.values.extend(b"\0" * (off - len(self.values)))
-        self.values.extend(data)
+        self.values += data
         op = self.operands[index]
         op.lifetime = L.CONSTANT_COPY
-        op.location = DataLocation(0, off, len(data))
+        op.location = DataLocation(0, off, data.nbytes)
 
     def constant(self, type_: int, value: np.ndarray, dims: list[int] | None = None, scale: float = 0.0,
                  zero_point: int = 0, channel_quant: tuple[list[float], int] | None = None) -> int:
@@ -100,8 +100,17 @@ class GraphBuilder:
         return Subgraph(self.operands, self.operations, list(self.inputs), list(self.outputs))
 
     def model_1_3(self, referenced: list[Subgraph] | None = None) -> Model_1_3:
-        return Model_1_3(self.subgraph(), list(referenced or []), bytes(self.values))
+        return Model_1_3(self.subgraph(), list(referenced or []), self._frozen_values())
 
     def model_1_2(self) -> Model:
         count_consumers(self.operands, self.operations)
-        return Model(self.operands, self.operations, list(self.inputs), list(self.outputs), bytes(self.values))
+        return Model(self.operands, self.operations, list(self.inputs), list(self.outputs), self._frozen_values())
+
+    def _frozen_values(self) -> bytes:
+        """operandValues as immutable bytes, made once and shared by every model made from here
+        (the driver then reads the weights in place); the bytearray is given up for it."""
+        if not isinstance(self.values, bytes):
+            frozen = bytes(self.values)
+            self.values.clear()
+            self.values = frozen
+        return self.values

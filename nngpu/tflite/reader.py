@@ -155,7 +155,8 @@ def _quant(t) -> Quant | None:
     return Quant(scales, zps, int(q.QuantizedDimension()))
 
 
-def _buffer_bytes(model, raw: bytes, index: int, what: str) -> bytes | None:
+def _buffer_bytes(model, raw: bytes, index: int, what: str) -> memoryview | None:
+    """Buffer `index`'s bytes: a view of the file's, never a copy."""
     if not 0 <= index < model.BuffersLength():
         raise TFLiteFormatError(f"{what}: buffer {index} of {model.BuffersLength()}")
     if index == 0:  # the empty sentinel
@@ -164,10 +165,10 @@ def _buffer_bytes(model, raw: bytes, index: int, what: str) -> bytes | None:
     if b.Offset() > 1:  # large models keep buffers after the flatbuffer, addressed by offset
         if b.Offset() + b.Size() > len(raw):
             raise TFLiteFormatError(f"{what}: buffer {index} ends at byte {b.Offset() + b.Size()} of {len(raw)}")
-        return raw[b.Offset(): b.Offset() + b.Size()]
+        return memoryview(raw)[b.Offset(): b.Offset() + b.Size()]
     if b.DataLength() == 0:
         return None
-    return b.DataAsNumpy().tobytes()
+    return memoryview(b.DataAsNumpy())
 
 
 def _options(op):
@@ -207,7 +208,7 @@ def _subgraph(model, data: bytes, index: int) -> TFLiteGraph:
         tensor.stored = raw is not None
         dtype = NP_DTYPES.get(tensor.type)
         if raw is not None and dtype is not None:
-            arr = np.frombuffer(raw, dtype=dtype).copy()
+            arr = np.frombuffer(raw, dtype=dtype)   # read-only, in the file's bytes: weights held once
             if tensor.sparsity is None:
                 if arr.size != int(np.prod(shape, dtype=np.int64)):
                     raise TFLiteFormatError(f"tensor {i} ({tensor.name}): buffer of {arr.size} values "
@@ -304,6 +305,7 @@ def read_tflite(data: bytes) -> TFLiteGraph:
         raise TFLitePackageMissing(f"reading .tflite files needs the `tflite` package: {_IMPORT_ERROR}")
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise TFLiteFormatError("not a .tflite flatbuffer (no TFL3 identifier)")
+    data = data if isinstance(data, bytes) else bytes(data)   # the tensors' values are views of it
     try:
         model = _fb.Model.GetRootAsModel(data, 0)
         if model.SubgraphsLength() < 1:

@@ -24,6 +24,7 @@ def test_demo_inputs_by_name_and_outputs_by_name(capsys, tmp_path):
     assert sorted(p.name for p in out_dir.iterdir()) == ["output0.npy"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["steady"]["count"] == 2 and report["prepare_ms"] > 0 and report["first_run_ms"] > 0
+    assert 10 < report["peak_rss_mb"] < 100_000   # MiB, this process's own
     n = len(case.raw["main"]["operations"])
     assert report["placement"]["device_operations"] + report["placement"]["host_operations"] == n
     assert report["placement"]["partitions"] == f"{n} operations: 1 partition on numpy ({n})"
