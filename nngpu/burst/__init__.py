@@ -3,8 +3,9 @@ wire codec (codec), the client (client), the server generic over an executor (se
 and the in-process transport (transport). nngpu.driver.burst_executor is nngpu's executor."""
 from .client import CLIENT_SPIN_US, DEFAULT_CHANNEL_LENGTH, BurstCallback, BurstError, ExecutionBurstController
 from .codec import DATUM_SIZE, BurstRequest, PacketError
+from .descriptor import QueueDescriptor, QueueError, recv_descriptor, send_descriptor
 from .executor import BurstExecutorWithCache
-from .fmq import MessageQueue, QueueDescriptor, QueueError, recv_descriptor, send_descriptor
+from .fmq import MessageQueue
 from .server import SERVER_SPIN_US, BurstServer, start_server
 from .transport import InProcessTransport, QueueTransport
 

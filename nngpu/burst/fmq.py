@@ -37,7 +37,7 @@ past the write counter, or more written than the ring holds) can only come from 
 hostile peer: the side that sees them closes the queue (`corrupt` says why) rather than wait for
 data that is never coherent, which would spin a waiter at full CPU.
 
-A `QueueDescriptor` (fds + sizes) travels to another process over a Unix socket
+A `QueueDescriptor` (fds + sizes, descriptor.py) travels to another process over a Unix socket
 (`send_descriptor` / `recv_descriptor`, SCM_RIGHTS) and is opened there with `MessageQueue.attach`.
 
 The region is a memfd sealed with F_SEAL_SHRINK | F_SEAL_GROW, and attach refuses (QueueError)
@@ -48,24 +48,21 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
 import logging
 import mmap
 import os
 import platform
 import select
-import socket
 import struct
 import threading
 import time
-from dataclasses import dataclass
 
 from ..memory import close_fds, sealed_memfd, shrink_sealed
+from .descriptor import QueueDescriptor, QueueError, queue_error
 
 log = logging.getLogger("nngpu.burst.fmq")
 
-__all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "send_descriptor", "recv_descriptor",
-           "DEFAULT_SPIN_US"]
+__all__ = ["MessageQueue", "QueueDescriptor", "QueueError", "DEFAULT_SPIN_US"]
 
 MAGIC = 0x51464E4E  # "NNFQ"
 LAYOUT_VERSION = 2
@@ -77,24 +74,6 @@ _FLAG_BLOCKING = 1
 DEFAULT_SPIN_US = 50  # the reference implementation polls about this long before sleeping
 _POLL_SLEEP_S = 0.0002  # non-blocking queues: nap between polls in their blocking calls
 _HEADER = struct.Struct("<IIIIII")
-
-
-class QueueError(Exception):
-    """A queue that cannot be created or attached (bad descriptor, sizes or mapping)."""
-
-
-class QueueResourceError(QueueError):
-    """The process ran out of something (fds, memory, address space) while it opened a queue:
-    the descriptor may be fine."""
-
-
-_OUT_OF = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.ENOSPC}
-
-
-def _queue_error(what: str, e: OSError | ValueError) -> QueueError:
-    """QueueResourceError for an exhausted resource, else QueueError (the caller's descriptor)."""
-    kind = QueueResourceError if getattr(e, "errno", None) in _OUT_OF else QueueError
-    return kind(f"{what}: {e}")
 
 
 def _make_fence():
@@ -120,38 +99,6 @@ _SIGNAL_ALWAYS = _fence is not None  # the sleeper count needs x86's store-load 
 # A spinning waiter gives up the CPU (to processes sharing the core) and the GIL on every turn.
 _yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
-
-
-@dataclass(frozen=True)
-class QueueDescriptor:
-    """What another process needs to open the queue: the memfd, the event fds (-1: none)."""
-
-    memfd: int
-    not_empty_fd: int
-    not_full_fd: int
-    element_size: int
-    capacity: int
-
-    @property
-    def blocking(self) -> bool:
-        return self.not_empty_fd >= 0
-
-    def fds(self) -> list[int]:
-        return [self.memfd] + ([self.not_empty_fd, self.not_full_fd] if self.blocking else [])
-
-    def meta(self) -> dict:
-        return {"element_size": self.element_size, "capacity": self.capacity, "blocking": self.blocking}
-
-    @classmethod
-    def from_parts(cls, meta: dict, fds: list[int]) -> "QueueDescriptor":
-        try:
-            blocking = bool(meta["blocking"])
-            if len(fds) != (3 if blocking else 1):
-                raise QueueError(f"descriptor carries {len(fds)} fds")
-            return cls(fds[0], fds[1] if blocking else -1, fds[2] if blocking else -1,
-                       int(meta["element_size"]), int(meta["capacity"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise QueueError(f"bad descriptor: {e}") from e
 
 
 class MessageQueue:
@@ -204,7 +151,7 @@ class MessageQueue:
                 raise QueueError("shared region not sealed against shrinking, or smaller than the descriptor says")
             self._mm = mmap.mmap(desc.memfd, size)
         except (OSError, ValueError) as e:
-            raise _queue_error("cannot map queue", e) from e
+            raise queue_error("cannot map queue", e) from e
         self._write_ctr = ctypes.c_uint64.from_buffer(self._mm, _WRITE_AT)
         self._read_ctr = ctypes.c_uint64.from_buffer(self._mm, _READ_AT)
         self._closed_word = ctypes.c_uint32.from_buffer(self._mm, 20)
@@ -232,7 +179,7 @@ class MessageQueue:
         try:
             owned = [os.dup(fd) for fd in fds] if dup else list(fds)
         except OSError as e:
-            raise _queue_error("cannot take the descriptor's fds", e) from e
+            raise queue_error("cannot take the descriptor's fds", e) from e
         mine = QueueDescriptor(owned[0], *(owned[1:] if desc.blocking else (-1, -1)),
                                desc.element_size, desc.capacity)
         try:
@@ -492,22 +439,3 @@ class MessageQueue:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-# ---- descriptor transport over Unix sockets ---------------------------------------------------
-def send_descriptor(sock: socket.socket, desc: QueueDescriptor, extra: dict | None = None) -> None:
-    """Send `desc` (and a small JSON dict) as one message with its fds attached."""
-    payload = json.dumps({"queue": desc.meta(), **(extra or {})}).encode()
-    socket.send_fds(sock, [payload], desc.fds())
-
-
-def recv_descriptor(sock: socket.socket) -> tuple[QueueDescriptor, dict]:
-    """Receive one send_descriptor message; the returned fds are owned by the caller."""
-    data, fds, _flags, _addr = socket.recv_fds(sock, 65536, 8)
-    try:
-        msg = json.loads(data.decode())
-        return QueueDescriptor.from_parts(msg.pop("queue"), fds), msg
-    except (ValueError, KeyError, QueueError) as e:
-        for fd in fds:
-            os.close(fd)
-        raise QueueError(f"bad descriptor message: {e}") from e

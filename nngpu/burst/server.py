@@ -31,7 +31,8 @@ from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus, MeasureTiming, OutputShape, Timing
 from .codec import DATUM_SIZE, BurstRequest, ComputeResult, PacketError, decode_request, encode_result
 from .executor import BurstExecutorWithCache
-from .fmq import MessageQueue, QueueDescriptor, QueueError, QueueResourceError
+from .descriptor import QueueDescriptor, QueueError, QueueResourceError
+from .fmq import MessageQueue
 
 __all__ = ["BurstServer", "start_server", "SERVER_SPIN_US", "RECENT_PACKETS"]
 

@@ -17,7 +17,7 @@ from enum import IntEnum
 from typing import Any, Callable
 
 from ..driver.cache_codec import CacheFormatError, decode_graph, encode_graph
-from ..burst.fmq import QueueDescriptor, QueueError
+from ..burst.descriptor import QueueDescriptor, QueueError
 from ..hal.types import (UINT64_MAX, BufferRole, Capabilities, Capabilities_1_0, Capabilities_1_1, Capabilities_1_2,
                          DataLocation, DeviceStatus, DeviceType, ErrorStatus, ExecutionPreference, Extension,
                          ExtensionNameAndPrefix, MeasureTiming, MemoryPool, Model, Model_1_3, NativeHandle,

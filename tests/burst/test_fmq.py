@@ -11,7 +11,8 @@ import time
 import pytest
 
 import nngpu.burst.fmq as fmq_module
-from nngpu.burst.fmq import MessageQueue, QueueDescriptor, QueueError, recv_descriptor, send_descriptor
+from nngpu.burst.descriptor import QueueDescriptor, QueueError, recv_descriptor, send_descriptor
+from nngpu.burst.fmq import MessageQueue
 
 E = 8  # element size used by most tests
 
@@ -186,7 +187,8 @@ def test_attach_checks_the_descriptor():
 
 _CHILD = textwrap.dedent("""
     import socket, sys
-    from nngpu.burst.fmq import MessageQueue, recv_descriptor
+    from nngpu.burst.descriptor import recv_descriptor
+    from nngpu.burst.fmq import MessageQueue
     sock = socket.socket(fileno=int(sys.argv[1]))
     d_in, _ = recv_descriptor(sock)
     d_out, _ = recv_descriptor(sock)
@@ -260,7 +262,8 @@ def test_queue_regions_are_sealed_and_unsealed_ones_are_refused():
 
 _DRIVER = textwrap.dedent("""
     import socket, sys
-    from nngpu.burst.fmq import MessageQueue, QueueError, recv_descriptor
+    from nngpu.burst.descriptor import QueueError, recv_descriptor
+    from nngpu.burst.fmq import MessageQueue
     sock = socket.socket(fileno=int(sys.argv[1]))
     for _ in range(2):  # the hostile region first, then a queue nngpu made
         desc, _ = recv_descriptor(sock)
