@@ -203,26 +203,36 @@ def _square(v):
 
 
 def _float_l2(node: OpNode, ins: list) -> Compute:
+    """A kernel stores each slice's sum of squares; every element is divided by its norm."""
     x, axis = ins[0], rd.slice_axis(node, 1)
+    stats_shape, first = rd.slice_stats(node, axis)
 
-    def value(c):
-        loop, at, _ = rd.axis_loop(c, axis)
-        return x.load(c) / fn("fmax", fn("sqrt", rd.float_sum([loop], _square(x.load(at)))), 1e-6)
+    def squares(c):
+        loop, at, _ = rd.axis_loop(first(c), axis)
+        return rd.float_sum([loop], _square(x.load(at)))
 
-    return Compute(node.in_shape(0), "float", value)
+    total = node.materialize(Compute(stats_shape, "float", squares), "l2_squares")
+    return Compute(node.in_shape(0), "float",
+                   lambda c: x.load(c) / fn("fmax", fn("sqrt", total.load(broadcast(c, stats_shape))), 1e-6))
 
 
 def _quant_l2(node: OpNode, ins: list) -> Compute:
-    """l2normQuant8: the int32 sum of squared offsets, its inverse square root as a multiplier
-    and shift (a device helper), each offset * 128 scaled by it."""
+    """l2normQuant8: the int32 sum of squared offsets (stored once per slice), its inverse square
+    root as a multiplier and shift (a device helper), each offset * 128 scaled by it."""
     x, axis, t = ins[0], rd.slice_axis(node, 1), node.in_operand(0).type
     zp = int(node.in_operand(0).zeroPoint)
     lo, hi = quant_range(t)
 
+    stats_shape, first = rd.slice_stats(node, axis)
+
+    def squares(c):
+        loop, at, _ = rd.axis_loop(first(c), axis)
+        return fx.wrap32(reduce_sum([loop], _square(x.load(at) - zp).cast("long")))
+
+    total = node.materialize(Compute(stats_shape, "int", squares), "l2_squares")
+
     def value(c):
-        loop, at, _ = rd.axis_loop(c, axis)
-        squares = _square(x.load(at) - zp).cast("long")
-        multiplier, shift = rd.inv_sqrt(fx.wrap32(reduce_sum([loop], squares)))
+        multiplier, shift = rd.inv_sqrt(total.load(broadcast(c, stats_shape)))
         return clamp(fx.mbqm((x.load(c) - zp) * 128, multiplier, shift) + _L2_OUT_ZP[t], lo, hi)
 
     return Compute(node.in_shape(0), "int", value)

@@ -6,8 +6,10 @@ differences from the slice maximum are rescaled by beta * scale to a Q5.26 value
 with gemmlowp's exp_on_negative_values, summed in Q12.19, and divided with the Newton-Raphson
 reciprocal; the output has scale 1/256.
 
-On the device (both float and quantized, bit-exact for the latter) each element reads its slice
-twice: for the maximum, then for the sum of exponentials.
+On the device (both float and quantized, bit-exact for the latter) one kernel stores each slice's
+maximum and one its sum of exponentials, each read once per slice; the elements then read both
+stored values, so the work is linear in the axis length (it was quadratic: every element re-read
+its slice twice).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ..ir import Compute, clamp, fn, reduce_sum
+from ..ir import Compute, broadcast, clamp, fn, reduce_sum
 from ..ir import fixedpoint as fx
 from .lib import reduce_device as rd
 from .lib.axes import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
@@ -164,13 +166,21 @@ def _softmax_sigs() -> list:
 def _float_softmax(log: bool):
     def build(node: OpNode, ins: list) -> Compute:
         x, axis, beta = ins[0], rd.slice_axis(node, 2), float(node.scalar(1))
+        stats_shape, first = rd.slice_stats(node, axis)
+        mx = node.materialize(Compute(stats_shape, "float", lambda c: rd.slice_extreme(x, first(c), axis)),
+                              "softmax_max")
+
+        def slice_sum(c):
+            m = mx.load(c)
+            loop, at, _ = rd.axis_loop(first(c), axis)
+            return rd.float_sum([loop], fn("exp", (x.load(at) - m) * beta))
+
+        total = node.materialize(Compute(stats_shape, "float", slice_sum), "softmax_sum")
 
         def value(c):
-            mx = rd.slice_extreme(x, c, axis)
-            own = (x.load(c) - mx) * beta  # built first: the maximum is computed before the sum's loop
-            loop, at, _ = rd.axis_loop(c, axis)
-            total = rd.float_sum([loop], fn("exp", (x.load(at) - mx) * beta))
-            return own - fn("log", total) if log else fn("exp", own) / total
+            at = broadcast(c, stats_shape)
+            own = (x.load(c) - mx.load(at)) * beta
+            return own - fn("log", total.load(at)) if log else fn("exp", own) / total.load(at)
 
         return Compute(node.in_shape(0), "float", value)
     build.__name__ = "float_log_softmax" if log else "float_softmax"
@@ -190,11 +200,20 @@ def _quant_softmax(node: OpNode, ins: list) -> Compute:
     exp_table = node.constant(exps.astype(np.int32), T.TENSOR_INT32)
     term_table = node.constant(q.terms(diffs, exps).astype(np.int32), T.TENSOR_INT32)
 
+    stats_shape, first = rd.slice_stats(node, axis)
+    mx = node.materialize(Compute(stats_shape, "int", lambda c: rd.slice_extreme(x, first(c), axis)), "softmax_max")
+
+    def slice_sum(c):
+        m = mx.load(c)
+        loop, at, _ = rd.axis_loop(first(c), axis)
+        return fx.wrap32(reduce_sum([loop], term_table.at(x.load(at) - m + span).cast("long")))
+
+    sums = node.materialize(Compute(stats_shape, "int", slice_sum), "softmax_sum")
+
     def value(c):
-        mx = rd.slice_extreme(x, c, axis)
-        diff = x.load(c) - mx  # built first: the maximum is computed before the sum's loop
-        loop, at, _ = rd.axis_loop(c, axis)
-        total = fx.wrap32(reduce_sum([loop], term_table.at(x.load(at) - mx + span).cast("long")))
+        at = broadcast(c, stats_shape)
+        diff = x.load(c) - mx.load(at)
+        total = sums.load(at)
         headroom = rd.clz32(total)
         scale = rd.one_over_one_plus_x(fx.wrap32(((total & 0xFFFFFFFF) << headroom) - (1 << 31)))
         out = fx.rdbpot(fx.srdhm(scale, exp_table.at(diff + span)), (_ACC_BITS + 31 - 8) - headroom)

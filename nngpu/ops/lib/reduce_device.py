@@ -2,9 +2,9 @@
 no op): loops over reduced axes and over one axis's slice, the accumulators of the reductions,
 and fixed-point / float helpers for bit-exact quantized kernels.
 
-Per-axis normalizations compute each element from its whole slice: every element re-reads the
-slice (fine for the short axes of classifier heads and channel vectors; longer ones stay on the
-host). The renderer computes a Reduce where the kernel first uses it, so a value that a later
+Per-axis normalizations store each slice's statistics once (slice_stats + node.materialize) and
+compute every element from them, so their work is linear in the slice (longer slices than
+MAX_SLICE stay on the host). The renderer computes a Reduce where the kernel first uses it, so a value that a later
 loop reads (softmax's slice maximum) must be used outside that loop first: the builders write
 such a use first, or store the value with `node.materialize` (ARGMAX's extreme, the means of
 INSTANCE_NORMALIZATION)."""
@@ -48,6 +48,17 @@ def axis_loop(at: Coords, axis: int, start: Expr | int = 0, stop: Expr | int | N
     j = Var(name, "int")
     loop = Loop(j, at.shape[axis] if stop is None else stop, start)
     return loop, at.replace(axis, j), j
+
+
+def slice_stats(node: OpNode, axis: int):
+    """For statistics stored once per slice along `axis` (node.materialize): their shape (the
+    axis reduced to 1), and a statistic's coordinates -> its slice's first input element."""
+    shape = node.in_shape(0)
+    stats_shape = tuple(1 if k == axis else int(d) for k, d in enumerate(shape))
+
+    def first(c: Coords) -> Coords:
+        return Coords(shape, [Const(0, "long") if k == axis else c[k] for k in range(len(shape))])
+    return stats_shape, first
 
 
 def slice_axis(node: OpNode, position: int) -> int:
