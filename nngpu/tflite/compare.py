@@ -85,16 +85,18 @@ def one_line(e: BaseException) -> str:
 DEFAULT, REFERENCE, BUILTIN = "default", "reference", "builtin"
 
 
-def _interpreter(path: Path, kind: str = DEFAULT) -> Any:
+def interpreter(path: Path, kind: str = DEFAULT, keep_all: bool = False) -> Any:
+    """litert's interpreter of `kind`; keep_all: every intermediate tensor stays readable."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     resolver = {DEFAULT: OpResolverType.AUTO, REFERENCE: OpResolverType.BUILTIN_REF,
                 BUILTIN: OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}[kind]
-    return Interpreter(model_path=str(path), experimental_op_resolver_type=resolver)
+    return Interpreter(model_path=str(path), experimental_op_resolver_type=resolver,
+                       experimental_preserve_all_tensors=keep_all)
 
 
 def _input_details(path: Path) -> list[dict]:
-    return _interpreter(path).get_input_details()
+    return interpreter(path).get_input_details()
 
 
 def make_inputs(path: Path, seed: int = SEED) -> list[np.ndarray]:
@@ -119,7 +121,8 @@ def make_inputs(path: Path, seed: int = SEED) -> list[np.ndarray]:
     return out
 
 
-def _prepared(it: Any, inputs: list[np.ndarray]) -> Any:
+def prepared(it: Any, inputs: list[np.ndarray]) -> Any:
+    """`it` allocated for the shapes of `inputs` and given them."""
     for d, a in zip(it.get_input_details(), inputs):
         if list(d["shape"]) != list(a.shape):
             it.resize_tensor_input(d["index"], list(a.shape))
@@ -131,7 +134,7 @@ def _prepared(it: Any, inputs: list[np.ndarray]) -> Any:
 
 def tflite_run(path: Path, inputs: list[np.ndarray], kind: str = DEFAULT) -> tuple[list[np.ndarray], list[dict]]:
     """litert's outputs and output details for `inputs`."""
-    it = _prepared(_interpreter(path, kind), inputs)
+    it = prepared(interpreter(path, kind), inputs)
     it.invoke()
     details = it.get_output_details()
     return [it.get_tensor(d["index"]).copy() for d in details], details
@@ -150,7 +153,7 @@ def median_ms(call: Callable[[], Any], runs: int) -> float:
 
 def tflite_ms(path: Path, inputs: list[np.ndarray], runs: int) -> float:
     """The median time of one invoke of the default (XNNPACK) interpreter."""
-    return median_ms(_prepared(_interpreter(path), inputs).invoke, runs)
+    return median_ms(prepared(interpreter(path), inputs).invoke, runs)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..hal.types import Model_1_3, OperandLifeTime
 from ..modelutil import as_model_1_3
-from .compare import OutputCheck, check_output
+from .compare import BUILTIN, REFERENCE, OutputCheck, check_output, interpreter, prepared
 from .importer import ImportedModel, io_of
 from .reader import TFLiteGraph, read_tflite
 
@@ -49,18 +49,7 @@ def _exposed(imported: ImportedModel, graph: TFLiteGraph) -> tuple[ImportedModel
 
 
 def _tflite_tensors(path: Path, inputs: list[np.ndarray], kind: str) -> dict[int, np.ndarray]:
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    resolver = {"reference": OpResolverType.BUILTIN_REF,
-                "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}[kind]
-    it = Interpreter(model_path=str(path), experimental_op_resolver_type=resolver,
-                     experimental_preserve_all_tensors=True)
-    for d, a in zip(it.get_input_details(), inputs):
-        if list(d["shape"]) != list(a.shape):
-            it.resize_tensor_input(d["index"], list(a.shape))
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], a)
+    it = prepared(interpreter(path, kind, keep_all=True), inputs)
     it.invoke()
     values = {}
     for d in it.get_tensor_details():
@@ -80,7 +69,7 @@ def per_operator(path: Path, imported: ImportedModel, backend: str, inputs: list
     with Session(model, backend) as session:
         got = list(session.run(inputs).values())[len(imported.outputs):]
     ours = dict(zip(tensors, got))
-    ref, alt = (_tflite_tensors(path, inputs, kind) for kind in ("reference", "builtin"))
+    ref, alt = (_tflite_tensors(path, inputs, kind) for kind in (REFERENCE, BUILTIN))
     checks: dict[int, OutputCheck] = {}
     for t, value in ours.items():
         if t in ref and t in alt:
