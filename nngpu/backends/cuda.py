@@ -3,6 +3,7 @@ and cached on disk; CuPy loads and launches them."""
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class CudaBackend(Backend):
         props = cupy.cuda.runtime.getDeviceProperties(dev.id)
         self.description = f"{props['name'].decode()} ({self.arch})"
         self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._gemm_ready = threading.local()   # CuPy keeps a cuBLAS handle per thread
 
     def alloc(self, nbytes: int):
         return self.cp.empty(max(int(nbytes), 4), dtype=self.cp.uint8)
@@ -93,11 +95,17 @@ class CudaBackend(Backend):
         return module.get_function(name)
 
     def prepare_gemm(self) -> None:
-        """cuBLAS's handle and lazy set-up, now: a graph capturing a GEMM may allocate nothing."""
-        one = self.cp.ones((1, 1), dtype=self.cp.float32)
+        """This thread's cuBLAS handle and workspace, now: a graph capturing a GEMM may allocate
+        nothing. A real 2x2 product through gemm()'s own path (CuPy answers a 1x1 one without
+        cuBLAS); once per thread, since CuPy's handles are per thread."""
+        if getattr(self._gemm_ready, "done", False):
+            return
+        cp = self.cp
+        a, c = cp.ones((2, 2), dtype=cp.float32), cp.empty((2, 2), dtype=cp.float32)
         with self.stream:
-            self.cp.matmul(one, one)
+            cp.matmul(a, a, out=c)
         self.stream.synchronize()
+        self._gemm_ready.done = True
 
     def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
         """cuBLAS through CuPy, on float32 views of the raw buffers."""
@@ -138,7 +146,9 @@ class CudaBackend(Backend):
     graphs = True
 
     def capture(self, steps: list):
-        """Stream capture of the bound steps (recorded, not run), replayed by one graph launch."""
+        """Stream capture of the bound steps (recorded, not run), replayed by one graph launch;
+        cuBLAS is set up on this thread first (a capture may be taken on any execution thread)."""
+        self.prepare_gemm()
         self.stream.synchronize()
         with self.stream:
             self.stream.begin_capture()
