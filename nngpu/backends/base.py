@@ -136,6 +136,14 @@ class Backend(ABC):
         self._programs: dict[str, tuple[Any, bytes]] = {}   # key -> (loaded program, its binary)
         self._compile_lock = threading.Lock()
 
+    def for_plan(self) -> "Backend":
+        """This backend as one prepared model's plan uses it: the same device, compiled programs
+        and memory, with a queue (stream) of its own, so that different models' executions
+        overlap and a capture records only its own plan's work. Work on it is ordered with other
+        queues only by synchronize(): an execution ends with one, before its outputs are read.
+        A backend without queues is its own."""
+        return self
+
     # ---- allocation and copies ------------------------------------------------------------------
     @abstractmethod
     def alloc(self, nbytes: int) -> Any: ...

@@ -2,6 +2,7 @@
 and cached on disk; CuPy loads and launches them."""
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 
@@ -55,6 +56,11 @@ class CudaBackend(Backend):
         self.description = f"{props['name'].decode()} ({self.arch})"
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._gemm_ready = threading.local()   # CuPy keeps a cuBLAS handle per thread
+
+    def for_plan(self) -> "CudaBackend":
+        plan = copy.copy(self)   # shares the device and compiled modules
+        plan.stream = self.cp.cuda.Stream(non_blocking=True)
+        return plan
 
     def alloc(self, nbytes: int):
         return self.cp.empty(max(int(nbytes), 4), dtype=self.cp.uint8)

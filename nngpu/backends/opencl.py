@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import signal
 import threading
@@ -103,6 +104,12 @@ class OpenCLBackend(Backend):
         self._timing_queue = None   # made when profiling first asks for device times
         self._reads: list = []      # download_async events, held to the next synchronize: pyopencl
                                     # waits for a transfer whose event it drops
+
+    def for_plan(self) -> "OpenCLBackend":
+        plan = copy.copy(self)   # shares the context, device and compiled programs
+        plan.queue = self.cl.CommandQueue(self.context)
+        plan._timing_queue, plan._reads = None, []
+        return plan
 
     def alloc(self, nbytes: int):
         return self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, size=max(int(nbytes), 4))

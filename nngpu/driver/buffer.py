@@ -132,13 +132,16 @@ class DeviceBuffer(IBuffer):
         buffers), an upload of a host value."""
         with self._lock:
             if isinstance(value, DeviceValue):
+                # on the producing plan's queue, after its kernels; that plan synchronizes before
+                # the execution returns, so the buffer is whole before anyone else reads it
                 buf = self.storage(value.nbytes)
-                self.backend.copy(buf, value.buf, value.nbytes, 0, value.offset)
+                value.backend.copy(buf, value.buf, value.nbytes, 0, value.offset)
                 self._value = DeviceValue(buf, tuple(value.shape), self.dtype, self.backend)
             else:
                 host = np.ascontiguousarray(value, dtype=self.dtype)
                 buf = self.storage(host.nbytes)
                 self.backend.upload(buf, host)
+                self.backend.synchronize()   # whole before a plan reads it on its own queue
                 self._value = DeviceValue(buf, tuple(host.shape), self.dtype, self.backend)
 
     def invalidate(self) -> None:

@@ -61,7 +61,7 @@ class Plan:
         self.programs = programs or ProgramSet()   # the binaries it compiled or was given
         self.model = reference.model
         self.graph = reference.model.main
-        self.backend = backend
+        self.backend = backend.for_plan()   # its own queue: models overlap, captures stay its own
         self.graphs = backend.graphs    # replay device runs as captured graphs (CUDA); False: step by step
         self._lock = threading.Lock()   # executions share the planned buffers
         self._last: list[Segment] = []

@@ -36,22 +36,20 @@ EXTRA = ("register_host", "release_host")  # counted beside the transfers
 
 
 @pytest.fixture
-def counts(dev):
-    """The backend's host transfers, device copies and host registrations, by method."""
-    counted = _count_transfers(dev)
-    backend = dev.backend
-    extra = [name for name in EXTRA if hasattr(type(backend), name)]
-    for name in extra:
-        real = getattr(type(backend), name)
+def counts(dev, monkeypatch):
+    """The backend's host transfers, device copies and host registrations, by method (of its
+    class: the plans' own queues included)."""
+    counted = _count_transfers(dev, monkeypatch)
+    cls = type(dev.backend)
+    for name in (n for n in EXTRA if hasattr(cls, n)):
+        real = getattr(cls, name)
 
         def wrapper(self, *args, _real=real, _name=name):
             counted[_name] = counted.get(_name, 0) + 1
             return _real(self, *args)
 
-        setattr(backend, name, wrapper.__get__(backend))
-    yield counted
-    for name in ("upload", "download", "copy", *extra):
-        delattr(backend, name)
+        monkeypatch.setattr(cls, name, wrapper)
+    return counted
 
 
 def _odd_request(kit, a, b, out_pool_size=200, out_offset=52):

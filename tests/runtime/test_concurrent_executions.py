@@ -136,3 +136,14 @@ def test_concurrent_executions_match_numpy(backend, request):
         executions = sum(pool.map(worker, range(THREADS)))
     assert executions >= total
     assert not wrong, f"{len(wrong)} of {executions} wrong: {wrong[:5]}"
+
+
+@pytest.mark.parametrize("backend", device_backends())
+def test_each_prepared_model_has_its_own_queue(backend):
+    """Executions of different prepared models are not serialised on one queue (or one CUDA
+    stream, where a capture would record another model's launches): each plan has its own."""
+    device = Device(backend)
+    plans = [_prepare(device, named).executor for named in _models().values()]
+    queues = [getattr(p.backend, "queue", None) or getattr(p.backend, "stream") for p in plans]
+    device_queue = getattr(device.backend, "queue", None) or getattr(device.backend, "stream")
+    assert len({id(q) for q in queues + [device_queue]}) == len(plans) + 1
