@@ -125,6 +125,14 @@ def compiling_for(programs: ProgramSet) -> Iterator[None]:
         _PROGRAMS.reset(token)
 
 
+class DeviceHealth:
+    """Whether a device still runs anything: after a sticky fault its context is poisoned, every
+    later call answers DEVICE_UNAVAILABLE, and only a new Device (a new context) recovers."""
+
+    def __init__(self) -> None:
+        self.lost: str | None = None   # the fault that lost it
+
+
 class Backend(ABC):
     name: str
     dialect: str | None     # "opencl" | "cuda": which C the renderer writes for it; None: no kernels
@@ -135,6 +143,21 @@ class Backend(ABC):
     def __init__(self) -> None:
         self._programs: dict[str, tuple[Any, bytes]] = {}   # key -> (loaded program, its binary)
         self._compile_lock = threading.Lock()
+        self.health = DeviceHealth()   # shared with the plans' queues (for_plan)
+
+    # ---- faults -------------------------------------------------------------------------------
+    def is_sticky(self, error: BaseException) -> bool:
+        """Whether `error` leaves the device unusable for good (a kernel's illegal address, a
+        device lost): the backend's own to say; none by default."""
+        return False
+
+    def note_fault(self, error: BaseException) -> bool:
+        """Mark the device lost when `error` is sticky; whether it was."""
+        if not self.is_sticky(error):
+            return False
+        if self.health.lost is None:
+            self.health.lost = f"{type(error).__name__}: {error}"
+        return True
 
     def for_plan(self) -> "Backend":
         """This backend as one prepared model's plan uses it: the same device, compiled programs

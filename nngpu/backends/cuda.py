@@ -40,6 +40,12 @@ def compile_cubin(source: str, name: str, arch: str = "sm_90", options: tuple[st
         nvrtc.destroyProgram(prog)
 
 
+# cudaError codes (runtime and driver alike) after which the context is unusable: an illegal
+# address, instruction or PC, a misaligned access, a launch that failed or timed out, a hardware
+# stack error, an uncorrectable ECC error, devices unavailable.
+_STICKY = frozenset({700, 702, 714, 715, 716, 717, 718, 719, 214, 46})
+
+
 class CudaBackend(Backend):
     name = "cuda"
     dialect = "cuda"
@@ -56,6 +62,11 @@ class CudaBackend(Backend):
         self.description = f"{props['name'].decode()} ({self.arch})"
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._gemm_ready = threading.local()   # CuPy keeps a cuBLAS handle per thread
+
+    def is_sticky(self, error: BaseException) -> bool:
+        """A CUDA error that poisons the context: every later call fails with it."""
+        return type(error).__name__ in ("CUDARuntimeError", "CUDADriverError") and \
+            getattr(error, "status", None) in _STICKY
 
     def for_plan(self) -> "CudaBackend":
         plan = copy.copy(self)   # shares the device and compiled modules

@@ -91,7 +91,7 @@ class Device(IDevice):
         return ErrorStatus.NONE, capabilities(self._perf, 13)
 
     def getStatus(self) -> DeviceStatus:
-        return DeviceStatus.AVAILABLE
+        return DeviceStatus.OFFLINE if self.backend.health.lost is not None else DeviceStatus.AVAILABLE
 
     def getVersionString(self):
         return ErrorStatus.NONE, f"nngpu {__version__} ({self.backend_name}: {self.backend.description})"
@@ -159,6 +159,9 @@ class Device(IDevice):
         v = int(version)
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
+        if self.backend.health.lost is not None:
+            _notify(callback, v, ErrorStatus.DEVICE_UNAVAILABLE, None, f"the device is lost ({self.backend.health.lost})")
+            return ErrorStatus.DEVICE_UNAVAILABLE
         try:
             with profiling.span("prepare", "validate"):
                 validate_execution_preference(preference)

@@ -50,6 +50,12 @@ class Result:
         return self.status, self.output_shapes, self.timing
 
 
+def device_lost(executor: Executor) -> str | None:
+    """The sticky fault that lost the executor's device, or None (a numpy plan has no device)."""
+    backend = getattr(executor, "backend", None)
+    return None if backend is None else backend.health.lost
+
+
 def _fail(status: ErrorStatus, reason: str) -> Result:
     log.info("execution rejected: %s: %s", status.name, reason)
     return Result(status, [], Timing(), reason)
@@ -248,6 +254,10 @@ class Pending:
         except (ValidationError, MemoryError_) as e:
             return _fail(ErrorStatus.INVALID_ARGUMENT, str(e))
         except Exception as e:
+            backend = getattr(c.executor, "backend", None)
+            if backend is not None and backend.note_fault(e):
+                log.error("the device is lost: %s", e)
+                return _fail(ErrorStatus.DEVICE_UNAVAILABLE, f"the device is lost: {type(e).__name__}: {e}")
             log.exception("execution failed")
             return _fail(ErrorStatus.GENERAL_FAILURE, f"{type(e).__name__}: {e}")
         if writer.failure is not None:
@@ -268,6 +278,9 @@ def check(executor: Executor, request: Request, measure: MeasureTiming = Measure
     """Validate `request` and the execution's arguments without reading any input (whether the
     deadline has passed is the caller's next question: `Checked.missed_deadline`)."""
     t0 = time.perf_counter_ns()
+    lost = device_lost(executor)
+    if lost is not None:
+        return _fail(ErrorStatus.DEVICE_UNAVAILABLE, f"the device is lost ({lost}); a new Device recovers")
     try:
         if measure not in (MeasureTiming.NO, MeasureTiming.YES):
             raise ValidationError(f"bad MeasureTiming {measure}")
