@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .graph_edit import consumers, int32_constant
 from .reader import Operator, Tensor, TFLiteGraph
-from .tensors import INT32
 
 _SHAPE_OPS = frozenset({"RESHAPE", "EXPAND_DIMS", "TILE", "BROADCAST_TO"})
 _MAX_ELEMENTS = 1 << 24   # a longer chain output is left alone rather than simulated
@@ -69,11 +69,7 @@ def _scales(x: Tensor, out: Tensor) -> tuple[int, int] | None:
 def repeat_to_resize(g: TFLiteGraph, skip: set[int]) -> set[int]:
     """Rewrite every such chain in place; the indexes of the operators that became a RESIZE."""
     producer = {o: op for op in g.operators if op.index not in skip for o in op.outputs}
-    users: dict[int, list[Operator]] = {}
-    for op in g.operators:
-        if op.index not in skip:
-            for i in op.inputs:
-                users.setdefault(i, []).append(op)
+    users = consumers(g, skip)
     replaced = set()
     for op in g.operators:
         if op.index in skip or op.name != "RESHAPE" or len(g.tensors[op.outputs[0]].shape) != 4:
@@ -93,9 +89,7 @@ def repeat_to_resize(g: TFLiteGraph, skip: set[int]) -> set[int]:
             continue
         if not (_resize_is_repeat(x.shape[1], kh) and _resize_is_repeat(x.shape[2], kw)):
             continue
-        size = Tensor(len(g.tensors), f"{out.name}/resize_size", [2], INT32,
-                      data=np.asarray(out.shape[1:3], np.int32), stored=True)
-        g.tensors.append(size)
+        size = int32_constant(g, f"{out.name}/resize_size", np.asarray(out.shape[1:3]))
         op.name, op.inputs, op.options = "RESIZE_NEAREST_NEIGHBOR", [x.index, size.index], None
         replaced.add(op.index)
     return replaced

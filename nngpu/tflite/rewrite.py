@@ -19,37 +19,16 @@
 rewrite_graph runs them all and returns the indexes of the operators the importer skips."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from .fold import FoldError, evaluate, fold_constants
+from .graph_edit import int32_constant, new_tensor
 from .infer import infer_shape
-from .reader import Operator, Tensor, TFLiteGraph
+from .reader import Operator, TFLiteGraph
 from .repeat_resize import repeat_to_resize
 from .tensors import INT32, INT64
 
 _SIDE_EFFECTS = frozenset({"ASSIGN_VARIABLE", "CALL_ONCE"})
-
-
-def _consumers(g: TFLiteGraph, skip: set[int]) -> dict[int, list[Operator]]:
-    users: dict[int, list[Operator]] = {}
-    for op in g.operators:
-        if op.index not in skip:
-            for i in op.inputs:
-                if i >= 0:
-                    users.setdefault(i, []).append(op)
-    return users
-
-
-def _new_tensor(g: TFLiteGraph, like: Tensor, **changes) -> Tensor:
-    t = replace(like, index=len(g.tensors), **changes)
-    g.tensors.append(t)
-    return t
-
-
-def _const(g: TFLiteGraph, name: str, value: np.ndarray) -> Tensor:
-    return _new_tensor(g, Tensor(0, name, list(value.shape), INT32), data=value.astype(np.int32))
 
 
 def fold_weights(g: TFLiteGraph) -> set[int]:
@@ -107,8 +86,8 @@ def copy_passthrough(g: TFLiteGraph, skip: set[int]) -> None:
         if t_index in produced and t_index not in seen and t_index not in g.inputs:
             seen.add(t_index)
             continue
-        copy = _new_tensor(g, src, data=None, is_variable=False)
-        shape = _const(g, f"{src.name}/copy_shape", np.asarray(src.shape or [1]))
+        copy = new_tensor(g, src, data=None, is_variable=False)
+        shape = int32_constant(g, f"{src.name}/copy_shape", np.asarray(src.shape or [1]))
         g.operators.append(Operator(len(g.operators), "RESHAPE", False, [t_index, shape.index], [copy.index]))
         g.outputs[k] = copy.index
 
