@@ -30,6 +30,7 @@ from .lib.conv_common import (
     requantize,
     requantize_device,
 )
+from .lib.conv_kernels import bound_quant_epilogue
 from .lib.device import activation, floats
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -110,17 +111,13 @@ def _bind(node: OpNode) -> Kernel | None:
     batch, k, _ = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
     if k * 255 * 255 >= 1 << 53:   # a sum of products past float64's exact integers
         return None
-    act = check_activation(int_arg(node, 3))
     wt = np.ascontiguousarray((node.input(1).astype(np.float64) - node.in_operand(1).zeroPoint).T)
-    bias = node.input(2).reshape(-1).astype(np.int64)
-    mults, shifts = conv_requant_params(node, filter_scales(node, 1, 0, 1), False)
+    epilogue = bound_quant_epilogue(node, 0, check_activation(int_arg(node, 3)))
 
     def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
         x = ins[0].reshape(batch, k).astype(np.float64)
         x -= in_op.zeroPoint
-        total = np.rint(x @ wt).astype(np.int64)
-        total += bias
-        np.copyto(outs[0], requantize(total, mults, shifts, node, act), casting="unsafe")
+        epilogue(x @ wt, outs[0])
         return outs
     return kernel
 

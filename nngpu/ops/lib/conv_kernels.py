@@ -163,12 +163,13 @@ def finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
 
 
 def bound_quant_epilogue(ctx: OpContext, channel_dim: int, activation: int):
-    """The quantized finish of a convolution whose filter and bias are constants, with what does
-    not change between executions (the per-channel multipliers, the bias) computed once, at
-    prepare: (float64 accumulators, output buffer) -> the requantized output in the buffer."""
-    cout = ctx.in_operand(1).dimensions[channel_dim]
+    """The quantized finish of a convolution (or fully connected layer) whose filter and bias are
+    constants, with what does not change between executions (the per-channel multipliers, the
+    bias) computed once, at prepare: (float64 accumulators, channels last; output buffer) -> the
+    requantized output in the buffer."""
+    cout = ctx.in_shape(1)[channel_dim]
     mults, shifts = conv_requant_params(ctx, filter_scales(ctx, 1, channel_dim, cout), ctx.in_operand(1).type == PC)
-    bias = ctx.input(2).astype(np.int64)
+    bias = ctx.input(2).reshape(-1).astype(np.int64)
 
     def run(acc: np.ndarray, out: np.ndarray) -> np.ndarray:
         total = np.rint(acc).astype(np.int64)
