@@ -35,24 +35,16 @@ def add_parser(sub, common) -> None:
     c.set_defaults(func=run)
 
 
+def _measure(value: float, check) -> str:
+    """`value` (an error, spread or tolerance of `check`) in the unit the output is judged in:
+    quantization steps, a fraction of a float output's range, else as it is."""
+    if check.quantized:
+        return f"{value:g} step{'s' if value != 1 else ''}"
+    return f"{value / check.span:.2e} of the range" if check.span else f"{value:g}"
+
+
 def _error(check) -> str:
-    if check.note:
-        return check.note
-    if check.quantized or not check.span:
-        return f"{check.error:g} step{'s' if check.error != 1 else ''}" if check.quantized else f"{check.error:g}"
-    return f"{check.error / check.span:.2e} of the range"
-
-
-def _spread(check) -> str:
-    if check.quantized:
-        return f"{check.spread:g} step{'s' if check.spread != 1 else ''}"
-    return f"{check.spread / check.span:.2e} of the range" if check.span else f"{check.spread:g}"
-
-
-def _tolerance(check) -> str:
-    if check.quantized:
-        return f"{check.tolerance:g} step{'s' if check.tolerance != 1 else ''}"
-    return f"{check.tolerance / check.span:.2e} of the range" if check.span else f"{check.tolerance:g}"
+    return check.note or _measure(check.error, check)
 
 
 def _as_dict(check) -> dict:
@@ -141,7 +133,7 @@ def _print(report: dict, outcome, ops) -> None:
     print("output                          nngpu error                  TFLite spread                tolerance")
     for c in outcome.checks:
         flag = "" if c.ok else "   FAIL"
-        print(f"{c.name[:31]:31s} {_error(c):28s} {_spread(c):28s} {_tolerance(c)}{flag}")
+        print(f"{c.name[:31]:31s} {_error(c):28s} {_measure(c.spread, c):28s} {_measure(c.tolerance, c)}{flag}")
     if ops is not None:
         from ..tflite.compare_ops import first_failure
 
@@ -150,7 +142,7 @@ def _print(report: dict, outcome, ops) -> None:
         if bad is not None:
             worst = max(bad.outputs, key=lambda c: c.error)
             print(f"first past its tolerance: operator {bad.index} ({bad.name}), output {worst.name}: "
-                  f"{_error(worst)} (tolerance {_tolerance(worst)})")
+                  f"{_error(worst)} (tolerance {_measure(worst.tolerance, worst)})")
             for c in bad.inputs:
                 print(f"  its input {c.name}: {_error(c)}")
     print("all outputs within tolerance" if outcome.ok else "some outputs past their tolerance")
