@@ -19,7 +19,8 @@ pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not 
 
 from .common import show_summary  # noqa: E402
 
-ZOO = Path(os.environ.get("NNGPU_ZOO_DIR", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nngpu" / "zoo"))
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+ZOO = Path(os.environ.get("NNGPU_ZOO_DIR", _CACHE / "nngpu" / "zoo"))
 MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0")
 RESULTS: dict[tuple[str, str], float] = {}
 

@@ -1,7 +1,8 @@
 """The `nngpu` command. Each subcommand is a module here with `add_parser(subparsers, common)`:
 run (execute a model: outputs and benchmark-style timing), profile (per-op-type times), compare
-(a .tflite model against TFLite, per output and per operator), cts (the conformance corpus), kernels (a model's generated kernels), info (backends and capabilities),
-cache (the kernel cache), serve (a device for other processes, on a Unix socket).
+(a .tflite model against TFLite, per output and per operator), cts (the conformance corpus),
+kernels (a model's generated kernels), info (backends and capabilities), cache (the kernel
+cache), serve (a device for other processes, on a Unix socket).
 
 Every failure is one line on stderr and a non-zero exit: CLIError carries the message and the
 code, anything unexpected is reported as an internal error (its traceback only with
@@ -23,7 +24,8 @@ LEVELS = ("debug", "info", "warning", "error")
 
 # What `nngpu --help` tells a user (the docstring above is for whoever works on the commands).
 DESCRIPTION = ("Run neural network models on nngpu, an Android NNAPI driver: execute and time a .tflite or "
-               "NNAPI corpus model on the numpy, OpenCL or CUDA backend, profile it, compare it with TFLite, check the driver against "
+               "NNAPI corpus model on the numpy, OpenCL or CUDA backend, profile it, compare it with TFLite, "
+               "check the driver against "
                "the NNAPI conformance corpus, look at its generated kernels, its backends and kernel cache, or "
                "serve it to other processes.")
 EPILOG = "`nngpu COMMAND --help` lists a command's options."

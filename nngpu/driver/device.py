@@ -160,7 +160,8 @@ class Device(IDevice):
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
         if self.backend.health.lost is not None:
-            _notify(callback, v, ErrorStatus.DEVICE_UNAVAILABLE, None, f"the device is lost ({self.backend.health.lost})")
+            _notify(callback, v, ErrorStatus.DEVICE_UNAVAILABLE, None,
+                    f"the device is lost ({self.backend.health.lost})")
             return ErrorStatus.DEVICE_UNAVAILABLE
         try:
             with profiling.span("prepare", "validate"):

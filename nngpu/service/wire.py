@@ -11,7 +11,8 @@ their bodies within MAX_BODY bytes together, and a call past either is answered 
 at once; at most MAX_IN_FLIGHT of our calls are sent to it at once, and MAX_PENDING in all wait
 for its replies (one more fails at once); a reply it does not read within SEND_TIMEOUT_S (the
 socket full) ends the connection; a call's send is bounded by the call's own timeout. So a
-peer that floods calls, reads no replies or answers no calls costs a bounded amount of memory, fds and threads, and never blocks a thread for long.
+peer that floods calls, reads no replies or answers no calls costs a bounded amount of memory,
+fds and threads, and never blocks a thread for long.
 The worker threads serving calls retire when idle: an idle connection costs its reader only.
 
 Nothing is allocated on a peer's word: the packet is read into a fixed buffer; a body's length is

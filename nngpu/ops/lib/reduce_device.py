@@ -4,10 +4,10 @@ and fixed-point / float helpers for bit-exact quantized kernels.
 
 Per-axis normalizations store each slice's statistics once (slice_stats + node.materialize) and
 compute every element from them, so their work is linear in the slice (longer slices than
-MAX_SLICE stay on the host). The renderer computes a Reduce where the kernel first uses it, so a value that a later
-loop reads (softmax's slice maximum) must be used outside that loop first: the builders write
-such a use first, or store the value with `node.materialize` (ARGMAX's extreme, the means of
-INSTANCE_NORMALIZATION)."""
+MAX_SLICE stay on the host). The renderer computes a Reduce where the kernel first uses it, so
+a value that a later loop reads must be used outside that loop first: the builders write such a
+use first, or store the value with `node.materialize` (softmax's slice maximum, ARGMAX's
+extreme, the means of INSTANCE_NORMALIZATION)."""
 from __future__ import annotations
 
 import math
