@@ -1,9 +1,13 @@
 """The int8 zoo models on the numpy plan (the CPU default) against TFLite with one thread, on
 the same fixed-seed inputs; the ratio table prints at the end.
 
-    pytest bench/test_bench_int8_numpy.py"""
+    pytest bench/test_bench_int8_numpy.py
+
+The committed (reduced) models always run; the int8 models of a generated zoo folder join them
+(NNGPU_ZOO_DIR, default $XDG_CACHE_HOME/nngpu/zoo; `ZOO_ARGS=--full-size bash zoo/run.sh`)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,12 @@ from nngpu.session import Session, random_inputs  # noqa: E402
 from .common import show_summary  # noqa: E402
 
 ZOO = Path(__file__).resolve().parents[1] / "tests" / "data" / "zoo"
-MODELS = sorted(p.stem for p in ZOO.glob("*int8*.tflite"))
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+GENERATED = Path(os.environ.get("NNGPU_ZOO_DIR", _CACHE / "nngpu" / "zoo"))
+# name -> file: the committed models, then the generated folder's (named "zoo:NAME").
+PATHS = {p.stem: p for p in sorted(ZOO.glob("*int8*.tflite"))}
+PATHS.update({f"zoo:{p.stem}": p for p in sorted(GENERATED.glob("*int8*.tflite"))})
+MODELS = list(PATHS)
 RESULTS: dict[tuple[str, str], float] = {}
 
 
@@ -39,7 +48,7 @@ def _record(benchmark, key) -> None:
 
 @pytest.fixture(scope="module", params=MODELS)
 def model(request):
-    path = ZOO / f"{request.param}.tflite"
+    path = PATHS[request.param]
     with Session(str(path), "numpy") as s:
         inputs = random_inputs(s.inputs, seed=0)
     return request.param, path, inputs

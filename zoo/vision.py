@@ -90,14 +90,15 @@ def nasnet_mobile(full: bool, seed: int) -> Built:
     return _app(keras.applications.NASNetMobile, 96, full, seed)
 
 
-# name -> builder; the MobileNets also come as fp16-weight and full-integer int8 models.
+# name -> builder; the MobileNets and EfficientNet-B0 also come as fp16-weight and full-integer int8 models.
 BUILDERS: dict[str, Callable[[bool, int], Built]] = {
     "mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "mobilenet_v3_small": mobilenet_v3_small,
     "mobilenet_v3_large": mobilenet_v3_large,
     "efficientnet_b0": efficientnet_b0, "efficientnet_v2_b0": efficientnet_v2_b0, "resnet50": resnet50,
     "densenet121": densenet121, "nasnet_mobile": nasnet_mobile,
 }
-QUANTIZED_FAMILIES = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large")
+QUANTIZED_FAMILIES = (
+    "mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0")
 MODELS: dict[str, Maker] = {}
 
 

@@ -29,7 +29,7 @@ from .lib.broadcast import (
     same_type_sigs,
     validate_broadcast,
 )
-from .lib.device import activation, floats
+from .lib.device import activation, floats, reference_table
 from .lib.dtypes import dtype_of, quant_range
 from .lib.elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
 from .lib.quant import (
@@ -104,6 +104,29 @@ def _quant_relu(act: Act):
 def _float32_bind(kernel: Kernel) -> Callable[[OpNode], Kernel | None]:
     """The numpy plan binds `kernel` for float32 operands; other types run the reference."""
     return lambda node: kernel if node.in_operand(0).type == _F32 else None
+
+
+def _table_bind(float_kernel: Kernel) -> Callable[[OpNode], Kernel | None]:
+    """`float_kernel` for float32; for 8-bit operands a lookup in the reference's table over all
+    256 inputs (exact by construction), indexed by the stored byte; other types run the reference."""
+    def bind(node: OpNode) -> Kernel | None:
+        t = node.in_operand(0).type
+        if t == _F32:
+            return float_kernel
+        if t not in QUANT8_TYPES:
+            return None
+        try:
+            table = reference_table(node)
+        except OpError:             # the reference refuses these parameters: it says why at run
+            return None
+        if t == _Q8S:               # entry k is value k - 128; byte b holds value b ^ 0x80
+            table = np.roll(table, 128)
+
+        def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+            np.take(table, ins[0].view(np.uint8), out=outs[0], mode="clip")
+            return outs
+        return kernel
+    return bind
 
 
 def _unary_spec(op: Op, types: list, reference: Callable, float_expr: Callable[[Expr], Expr],
@@ -202,9 +225,9 @@ def _tanh_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndar
 
 
 _unary_spec(Op.LOGISTIC, _RELU_TYPES, _logistic, lambda x: 1.0 / (1.0 + fn("exp", -x)),
-            _validate_out_quant(Op.LOGISTIC), bind=_float32_bind(_logistic_f32), alias=Alias.IN_PLACE)
+            _validate_out_quant(Op.LOGISTIC), bind=_table_bind(_logistic_f32), alias=Alias.IN_PLACE)
 _unary_spec(Op.TANH, [(_F32, V.V1_0), (_F16, V.V1_2), (_Q8, V.V1_2), (_Q8S, V.V1_3)], _tanh, lambda x: fn("tanh", x),
-            _validate_out_quant(Op.TANH), bind=_float32_bind(_tanh_f32), alias=Alias.IN_PLACE)
+            _validate_out_quant(Op.TANH), bind=_table_bind(_tanh_f32), alias=Alias.IN_PLACE)
 
 
 # ---- PRELU ---------------------------------------------------------------------------------
@@ -343,7 +366,7 @@ def _hard_swish_f32(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[n
 
 
 _unary_spec(Op.HARD_SWISH, [(t, V.V1_3) for t in (_F16, _F32, _Q8, _Q8S)], _hard_swish,
-            lambda x: x * fn("fmin", fn("fmax", x + 3.0, 0.0), 6.0) / 6.0, bind=_float32_bind(_hard_swish_f32))
+            lambda x: x * fn("fmin", fn("fmax", x + 3.0, 0.0), 6.0) / 6.0, bind=_table_bind(_hard_swish_f32))
 
 
 # ---- ELU -----------------------------------------------------------------------------------

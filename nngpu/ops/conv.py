@@ -33,6 +33,7 @@ from .lib.conv_common import (
 )
 from .lib.conv_kernels import (
     bound_quant_epilogue,
+    quant_compute_dtype,
     depthwise_forward,
     finish,
     float_epilogue,
@@ -146,13 +147,15 @@ def _bind(kind: str):
                 float_epilogue(outs[0], b, p.activation)
                 return outs
             return kernel
-        fq, zx = quant_filter(node), node.in_operand(0).zeroPoint
-        if fq[0].size * 255 * 255 >= 1 << 53:   # a sum of products past float64's exact integers
+        channel_dim = 3 if kind == "depthwise" else 0
+        dtype = quant_compute_dtype(node, channel_dim)
+        if dtype is None:                       # a sum of products past float64's exact integers
             return None
-        epilogue = bound_quant_epilogue(node, 3 if kind == "depthwise" else 0, p.activation)
+        fq, zx = quant_filter(node).astype(dtype), node.in_operand(0).zeroPoint
+        epilogue = bound_quant_epilogue(node, channel_dim, p.activation)
 
         def quant_kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
-            x = ins[0].astype(np.float64)
+            x = ins[0].astype(dtype)
             x -= zx                              # padding added later is then the zero point
             epilogue(forward(x, fq, None), outs[0])
             return outs

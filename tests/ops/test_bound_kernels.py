@@ -10,6 +10,7 @@ from nngpu.runtime.interpreter import GraphRunner
 from nngpu.compiler.numpy_bind import numpy_plan
 from nngpu.hal.types import FusedActivationFunc as Act
 from nngpu.hal.types import OperationType as Op
+from nngpu.ops.lib import conv_kernels
 
 from tests.compiler.model_builder import T, ModelBuilder
 
@@ -143,3 +144,50 @@ def test_filter_given_at_execution_runs_the_reference():
     (bound,) = plan.bounds()
     assert bound.steps[0].kernel is None
     np.testing.assert_array_equal(plan.run(inputs)[0], GraphRunner(model).run(inputs)[0])
+
+
+_Q8_TYPES = {T.TENSOR_QUANT8_ASYMM: (0, np.uint8), T.TENSOR_QUANT8_ASYMM_SIGNED: (-128, np.int8)}
+
+
+@pytest.mark.parametrize("t", list(_Q8_TYPES))
+@pytest.mark.parametrize("op", [Op.LOGISTIC, Op.TANH, Op.HARD_SWISH])
+def test_bound_quantized_activation_table_gives_the_reference_bits(op, t):
+    """The 256-entry table, indexed by the stored byte (int8 too), over every input value."""
+    lo, dtype = _Q8_TYPES[t]
+    out_scale, out_zp = {Op.LOGISTIC: (1 / 256, lo), Op.TANH: (1 / 128, lo + 128), Op.HARD_SWISH: (0.03, lo + 40)}[op]
+    b = ModelBuilder()
+    x = b.input(t, (4, 64), 0.05, lo + 110)
+    b.output(b.op(op, [x], t, (4, 64), out_scale, out_zp))
+    _check_bound(b.build(), [np.arange(lo, lo + 256).reshape(4, 64).astype(dtype)])
+
+
+@pytest.mark.parametrize("t", list(_Q8_TYPES))
+@pytest.mark.parametrize("op", [Op.ADD, Op.SUB, Op.MUL])
+def test_bound_quantized_binary_pair_table_gives_the_reference_bits(op, t):
+    """The 65,536-entry pair table, with broadcasting either way, over every input pair."""
+    lo, dtype = _Q8_TYPES[t]
+    every = np.arange(lo, lo + 256).astype(dtype)
+    for a_shape, b_shape, a, bv in [((256, 1), (1, 256), every.reshape(256, 1), every.reshape(1, 256)),
+                                    ((1, 256), (256, 256), every.reshape(1, 256), np.tile(every, (256, 1)).T)]:
+        b = ModelBuilder()
+        x1, x2 = b.input(t, a_shape, 0.07, lo + 100), b.input(t, b_shape, 0.02, lo + 30)
+        b.output(b.op(op, [x1, x2, b.constant(I32, Act.RELU)], t, (256, 256), 0.2, lo + 60))
+        _check_bound(b.build(), [a, bv])
+
+
+def test_quantized_convolution_computes_in_float32_only_while_sums_are_exact(monkeypatch):
+    """A filter whose sums can pass 2^24 runs the GEMM in float64, and still exactly."""
+    from nngpu.ops import conv
+    chosen = []
+    monkeypatch.setattr(conv, "quant_compute_dtype", lambda *a: chosen.append(conv_kernels.quant_compute_dtype(*a))
+                        or chosen[-1])
+    for taps, want in [(3, np.float32), (300, np.float64)]:
+        b = ModelBuilder()
+        x = b.input(T.TENSOR_QUANT8_ASYMM, (1, 4, 4, taps), 0.05, 0)
+        f = b.constant(T.TENSOR_QUANT8_ASYMM, np.full((2, 3, 3, taps), 255, np.uint8), 0.01, 0)
+        bias = b.constant(T.TENSOR_INT32, np.array([5, -7], np.int32), 0.05 * 0.01)
+        pads = _explicit((1, 1, 1, 1), (1, 1), Act.NONE)
+        b.output(b.op(Op.CONV_2D, [x, f, bias] + [b.constant(tt, v) for tt, v in pads],
+                      T.TENSOR_QUANT8_ASYMM, (1, 4, 4, 2), 2000.0, 3))
+        _check_bound(b.build(), [np.full((1, 4, 4, taps), 255, np.uint8)])
+        assert chosen[-1] == want

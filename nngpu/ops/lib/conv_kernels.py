@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import OpContext, OpError
+from .quant import activation_range_quant
+from .requant_float import FloatRequantizer
 from .conv_common import (
     PC,
     Window,
@@ -162,20 +164,40 @@ def finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
     return [from_nhwc(y, nchw)]
 
 
+def _sum_bound(ctx: OpContext, channel_dim: int) -> float:
+    """A bound on |sum of products| of a constant quantized filter with any 8-bit input:
+    |x - zero point| <= 255, so each channel's |sum| <= 255 * sum|filter|."""
+    taps = np.abs(quant_filter(ctx)).sum(axis=tuple(a for a in range(len(ctx.in_shape(1))) if a != channel_dim))
+    return 255.0 * float(taps.max(initial=0.0))
+
+
+def quant_compute_dtype(ctx: OpContext, channel_dim: int) -> type | None:
+    """The float type in which a quantized layer's products and sums are exact integers, in any
+    order of summation: float32 while every partial sum stays below 2^24 (BLAS's sgemm then gives
+    the integer result at twice float64's speed), float64 below 2^53; None past that."""
+    bound = _sum_bound(ctx, channel_dim)
+    return np.float32 if bound < 1 << 24 else np.float64 if bound < 1 << 53 else None
+
+
 def bound_quant_epilogue(ctx: OpContext, channel_dim: int, activation: int):
     """The quantized finish of a convolution (or fully connected layer) whose filter and bias are
     constants, with what does not change between executions (the per-channel multipliers, the
-    bias) computed once, at prepare: (float64 accumulators, channels last; output buffer) -> the
-    requantized output in the buffer."""
+    bias) computed once, at prepare: (exact float accumulators, channels last; output buffer) ->
+    the requantized output in the buffer. float64 accumulators are overwritten."""
     cout = ctx.in_shape(1)[channel_dim]
     mults, shifts = conv_requant_params(ctx, filter_scales(ctx, 1, channel_dim, cout), ctx.in_operand(1).type == PC)
-    bias = ctx.input(2).reshape(-1).astype(np.int64)
+    bias = ctx.input(2).reshape(-1).astype(np.float64)      # int32 values: exact in float64
+    out_op = ctx.out_operand(0)
+    lo, hi = activation_range_quant(activation, out_op.scale, out_op.zeroPoint, out_op.type)
+    bound = _sum_bound(ctx, channel_dim) + float(np.abs(bias).max(initial=0.0))
+    requantizer = FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bound)
 
     def run(acc: np.ndarray, out: np.ndarray) -> np.ndarray:
-        total = np.rint(acc).astype(np.int64)
-        total += bias
-        np.copyto(out, requantize(total, mults, shifts, ctx, activation), casting="unsafe")
-        return out
+        if acc.dtype == np.float64:
+            acc += bias
+        else:
+            acc = np.add(acc, bias)                          # float32 + float64: a float64 sum
+        return requantizer(acc, out)
     return run
 
 

@@ -1,0 +1,68 @@
+"""FloatRequantizer: the float64 requantization of exact accumulators gives the int64
+reference's MultiplyByQuantizedMultiplier bits, ties included, and takes the int64 path when
+its exactness bound does not hold."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.ops.lib.quant import multiply_by_quantized_multiplier, wrap_int32
+from nngpu.ops.lib.requant_float import FloatRequantizer
+
+
+def _reference(x: np.ndarray, mults, shifts, zp: int, lo: int, hi: int) -> np.ndarray:
+    y = multiply_by_quantized_multiplier(wrap_int32(x.astype(np.int64)), mults, shifts) + zp
+    return np.clip(y, lo, hi)
+
+
+def _multipliers(rng: np.random.Generator, kind: str, channels: int) -> np.ndarray:
+    if kind == "random":
+        return rng.integers(1 << 30, 1 << 31, channels)
+    # Round multipliers (0.5, 0.75, ...) make exact ties of both roundings frequent.
+    return rng.integers(4, 8, channels) << 28
+
+
+@pytest.mark.parametrize("kind", ["random", "ties"])
+@pytest.mark.parametrize("channels", [1, 5])
+def test_float_path_matches_the_int64_reference(kind, channels):
+    rng = np.random.default_rng([31, channels, len(kind)])
+    taken = 0
+    for _ in range(300):
+        mults = _multipliers(rng, kind, channels)
+        shifts = rng.integers(-14, 3, channels)
+        zp = int(rng.integers(-128, 128))
+        lo, hi = sorted(int(v) for v in rng.integers(-300, 300, 2))
+        bound = int(rng.choice([40, 3000, 1 << 19]))
+        x = rng.integers(-bound, bound + 1, (64, channels)).astype(np.float64)
+        requantizer = FloatRequantizer(mults, shifts, zp, lo, hi)
+        taken += np.abs(x).max() <= requantizer.max_abs
+        out = np.empty(x.shape, np.int32)
+        requantizer(x.copy(), out)
+        np.testing.assert_array_equal(out, _reference(x, mults, shifts, zp, lo, hi))
+    assert taken > 250, "the float path should serve accumulators of these sizes"
+
+
+def test_large_accumulators_take_the_int64_path():
+    """|x * M| past 2^52, and x << left past int32 (which the reference wraps)."""
+    mults, shifts = np.array([1 << 30, (1 << 31) - 1]), np.array([-3, 1])
+    requantizer = FloatRequantizer(mults, shifts, 0, -(1 << 40), 1 << 40)
+    x = np.array([[1 << 23, -(1 << 30) - 5], [7, 3]], dtype=np.float64)
+    assert np.abs(x).max() > requantizer.max_abs
+    out = np.empty(x.shape, np.int64)
+    requantizer(x.copy(), out)
+    np.testing.assert_array_equal(out, _reference(x, mults, shifts, 0, -(1 << 40), 1 << 40))
+
+
+def test_a_proven_bound_skips_the_check_only_when_it_is_within_range():
+    mults, shifts = np.array([1 << 30]), np.array([-5])
+    assert not FloatRequantizer(mults, shifts, 0, 0, 255, bound=1000.0).checked
+    assert FloatRequantizer(mults, shifts, 0, 0, 255, bound=float(1 << 40)).checked
+    assert FloatRequantizer(mults, shifts, 0, 0, 255).checked
+
+
+def test_a_non_contiguous_output_is_written_in_place():
+    mults, shifts = np.array([3 << 28, 5 << 28]), np.array([-2, -6])
+    x = np.arange(-40, 40, dtype=np.float64).reshape(40, 2)
+    out = np.zeros((40, 4), np.int16)[:, ::2]
+    FloatRequantizer(mults, shifts, 3, -100, 100)(x.copy(), out)
+    np.testing.assert_array_equal(out, _reference(x, mults, shifts, 3, -100, 100))
