@@ -29,6 +29,7 @@ from .lib.broadcast import (
     same_type_sigs,
     validate_broadcast,
 )
+from .lib.byte_tables import byte_lookup
 from .lib.device import activation, floats, reference_table
 from .lib.dtypes import dtype_of, quant_range
 from .lib.elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
@@ -123,7 +124,7 @@ def _table_bind(float_kernel: Kernel) -> Callable[[OpNode], Kernel | None]:
             table = np.roll(table, 128)
 
         def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
-            np.take(table, ins[0].view(np.uint8), out=outs[0], mode="clip")
+            byte_lookup(table, ins[0], outs[0])
             return outs
         return kernel
     return bind

@@ -29,6 +29,7 @@ from .lib.broadcast import (
     same_type_sigs,
     validate_broadcast,
 )
+from .lib.byte_tables import pair_lookup
 from .lib.device import activation, floats
 from .lib.dtypes import dtype_of
 from .lib.elementwise_device import INT32, clamped, input_type_in, per_element, quantized, rescale, wrap_int
@@ -149,9 +150,7 @@ def _pair_table_kernel(run: Binary, dtype: np.dtype) -> Kernel:
     table = np.ascontiguousarray(run(np.repeat(stored, 256), np.tile(stored, 256)))
 
     def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
-        index = np.left_shift(ins[0].view(np.uint8), 8, dtype=np.uint16)
-        index = np.bitwise_or(index, ins[1].view(np.uint8), dtype=np.uint16)
-        np.take(table, index, out=outs[0], mode="clip")
+        pair_lookup(table, ins[0], ins[1], outs[0])
         return outs
     return kernel
 

@@ -183,22 +183,14 @@ def bound_quant_epilogue(ctx: OpContext, channel_dim: int, activation: int):
     """The quantized finish of a convolution (or fully connected layer) whose filter and bias are
     constants, with what does not change between executions (the per-channel multipliers, the
     bias) computed once, at prepare: (exact float accumulators, channels last; output buffer) ->
-    the requantized output in the buffer. float64 accumulators are overwritten."""
+    the requantized output in the buffer."""
     cout = ctx.in_shape(1)[channel_dim]
     mults, shifts = conv_requant_params(ctx, filter_scales(ctx, 1, channel_dim, cout), ctx.in_operand(1).type == PC)
     bias = ctx.input(2).reshape(-1).astype(np.float64)      # int32 values: exact in float64
     out_op = ctx.out_operand(0)
     lo, hi = activation_range_quant(activation, out_op.scale, out_op.zeroPoint, out_op.type)
     bound = _sum_bound(ctx, channel_dim) + float(np.abs(bias).max(initial=0.0))
-    requantizer = FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bound)
-
-    def run(acc: np.ndarray, out: np.ndarray) -> np.ndarray:
-        if acc.dtype == np.float64:
-            acc += bias
-        else:
-            acc = np.add(acc, bias)                          # float32 + float64: a float64 sum
-        return requantizer(acc, out)
-    return run
+    return FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bias, bound)
 
 
 def quant_filter(ctx: OpContext) -> np.ndarray:

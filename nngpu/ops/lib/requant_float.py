@@ -1,81 +1,160 @@
-"""Requantization of exact float64 accumulators in float64, bit-exact with the int64 reference.
+"""Requantization of exact float accumulators in float64, bit-exact with the int64 reference.
 
 The reference's MultiplyByQuantizedMultiplier(x, M, shift) is, for shift <= 0 (right shift e):
     h = SaturatingRoundingDoublingHighMul(x, M) = floor((x*M + 2^30) / 2^31)      (round half up)
     r = RoundingDivideByPOT(h, e)                                            (round half away)
 and the two roundings fold into one floor:
     r = floor(x*m + b)            when h >= 0,   m = M * 2^-(31+e),  b = 1/2 + 2^-(1+e)
-    r = floor(x*m + b - 2^-e)     when h < 0, that is when x*m < -2^-(1+e)
-(e = 0: r = floor(x*m + 1/2)). A left shift (shift > 0) only scales m. Every term is a multiple
-of 2^-(31+e) (2^-31 for a left shift), so while |x*M*2^left| < 2^52 float64 holds each value and
-sum exactly and the result is the reference's, bit for bit. That bound, and x fitting int32
-unwrapped, is proven from constant weights or checked on each call's accumulators; past it the
-int64 path runs.
+    r = floor(x*m + b - 2^-e)     when h < 0, that is when x*m + b < 1/2
+(e = 0: r = floor(x*m + 1/2)). A left shift (shift > 0) only scales m. With x = acc + bias the
+bias folds into the offset, and so does the output zero point (an integer moves a floor by
+itself). Every term is a multiple of 2^-(31+e) (2^-31 for a left shift): while each value and
+sum stays below 2^53 of those units, float64 holds it exactly and the result is the
+reference's, bit for bit. A long right shift makes the units too fine; then two floors, h as
+above and RoundingDivideByPOT as floor(h * 2^-e + 1/2 [- 2^-e]), keep exact over a wide range.
+Those ranges, and x fitting int32 unwrapped, are proven from constant weights or checked per
+channel on each call's accumulators; past them the int64 path runs.
 
-The gain is passes over memory: about 7 float64 passes in place, against some 25 int64 ones."""
+When h < 0, r <= 0 either way; if the clamp's lower end is at or above the zero point (a fused
+RELU or RELU6), both are clamped alike and the correction for h < 0 is skipped.
+
+The gain is passes over memory: five to nine float64 passes on blocks that stay in cache,
+against some 25 int64 ones over the whole tensor."""
 from __future__ import annotations
 
 import numpy as np
 
 from .quant import multiply_by_quantized_multiplier, wrap_int32
 
-_EXACT = float(1 << 52)
 # Elements per block of the passes: 256 KiB of float64, which stays in a core's L2.
 _BLOCK = 32768
+# The per-channel terms of the passes, tiled per block shape.
+_TERMS = ("m", "offset", "m_high", "high_offset", "scale", "step")
 
 
 class FloatRequantizer:
-    """Per-channel (channels last) requantization of float64 integer accumulators, then the
-    output zero point and the activation's clamp [lo, hi]."""
+    """Per-channel (channels last) requantization of integer-valued float accumulators plus a
+    per-channel int32 bias, then the output zero point and the activation's clamp [lo, hi]."""
 
     def __init__(self, mults: np.ndarray, shifts: np.ndarray, zero_point: int, lo: int, hi: int,
-                 bound: float | None = None):
-        """bound: a proven bound on |accumulator| (from constant weights), which spares each call
-        its check when it is within the exact range."""
+                 bias: np.ndarray | None = None, bound: float | None = None):
+        """bound: a proven bound on |accumulator| + |bias| (from constant weights), which spares
+        each call its check when it is within an exact range."""
         self.mults = np.asarray(mults, dtype=np.int64).reshape(-1)
         self.shifts = np.asarray(shifts, dtype=np.int64).reshape(-1)
+        self.bias = np.zeros(1) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
         self.zero_point, self.lo, self.hi = int(zero_point), int(lo), int(hi)
+        # The clamped results are stored as bytes of value + lift (>= 0), so that the float to
+        # integer conversion, which truncates, floors; int8 bytes then get their sign bit back.
+        self.lift = 128 if -128 <= lo and hi <= 127 and lo < 0 else 0
+        base = self.zero_point + self.lift      # an integer: it moves the floor by itself
         left = np.maximum(self.shifts, 0)
         right = np.maximum(-self.shifts, 0)
+        # One floor: t = acc*m + offset.
         self.m = np.ldexp(self.mults.astype(np.float64), left - 31 - right)
-        self.b = np.where(right > 0, 0.5 + np.ldexp(1.0, -1 - right), 0.5)
+        self.offset = np.where(right > 0, 0.5 + np.ldexp(1.0, -1 - right), 0.5) + self.bias * self.m + base
+        # Two floors, for long right shifts: h = floor(acc*m_high + high_offset), then
+        # t = h * 2^-e + 1/2 + base; each stays exact over a far wider range.
+        self.m_high = np.ldexp(self.mults.astype(np.float64), left - 31)
+        self.high_offset = 0.5 + self.bias * self.m_high
+        self.scale = np.ldexp(1.0, -right)
         self.step = np.where(right > 0, np.ldexp(1.0, -right), 0.0)
-        self.threshold = -np.ldexp(1.0, -1 - right)
-        # The largest |x| for which every channel's terms stay exact and x << left fits int32;
-        # 0 (never the float path) for a negative multiplier or a shift too long to stay exact.
-        scaled = float(np.max(np.ldexp(self.mults.astype(np.float64), left), initial=1.0))
-        self.max_abs = min(_EXACT / max(scaled, 1.0), float(((1 << 31) >> int(left.max(initial=0))) - 1))
-        if (self.mults < 0).any() or (right > 20).any():
-            self.max_abs = 0.0
-        self.checked = bound is None or bound > self.max_abs
+        self.negative_below = 0.5 + base
+        self.corrects = bool((self.step > 0).any()) and self.lo < self.zero_point
+        # Per channel, the largest |acc|, |bias| and |acc + bias| for which every term stays
+        # below 2^53 units (2^-(31+e), the offset's integer part included, for one floor; 2^-31
+        # for the first of two floors) and the int32 sum needs no wrap. 0: never (a negative
+        # multiplier).
+        scaled = np.ldexp(np.maximum(self.mults, 1).astype(np.float64), left)
+        fits = float(((1 << 31) >> int(left.max(initial=0))) - 1)
+        room = 2.0 ** 53 - np.ldexp(1.0, 30 + right) * (4 + 2 * abs(base))
+        self.limit_one = np.minimum(np.maximum(room, 0) / scaled, fits)
+        self.limit_two = np.minimum((2.0 ** 53 - 2.0 ** 31) / scaled, fits)
+        if (self.mults < 0).any() or (right > 40).any():
+            self.limit_one = self.limit_two = np.zeros(1)
+        self.max_one, self.max_two = float(self.limit_one.min()), float(self.limit_two.min())
+        self.bound = bound if bound is not None and bound <= max(self.max_one, self.max_two) else None
+        self._tiles: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+
+    @property
+    def checked(self) -> bool:
+        """Whether each call checks its accumulators' range (no proven bound within range)."""
+        return self.bound is None
 
     def __call__(self, acc: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """acc: float64 accumulators (bias included), overwritten; out: the output buffer."""
+        """acc: integer-valued float32 or float64 accumulators, read only; out: the output."""
         if acc.size == 0:
             return out
-        if self.checked and max(-float(acc.min()), float(acc.max())) > self.max_abs:
-            return self._int64(acc, out)
+        if self.bound is not None:
+            two = self.bound > self.max_one
+        else:
+            need = self._need(acc)
+            if not (need <= self.limit_one).all():
+                if not (need <= self.limit_two).all():
+                    return self._int64(acc, out)
+                two = True
+            else:
+                two = False
         if not (acc.flags.c_contiguous and out.flags.c_contiguous):
-            self._rows(acc, out)
+            terms = {k: getattr(self, k) for k in _TERMS}
+            self._block(acc.astype(np.float64), out, terms, two)
             return out
-        channels = self.m.size if self.m.size > 1 else acc.shape[-1] if acc.ndim else 1
+        channels = acc.shape[-1] if acc.ndim else 1
         flat_acc, flat_out = acc.reshape(-1, channels), out.reshape(-1, channels)
-        rows = max(1, _BLOCK // channels)
+        rows = min(max(1, _BLOCK // channels), flat_acc.shape[0])
+        t, terms = np.empty((rows, channels)), self._tiled(rows, channels)
         for r in range(0, flat_acc.shape[0], rows):       # blocks that stay in cache
-            self._rows(flat_acc[r:r + rows], flat_out[r:r + rows])
+            block = flat_acc[r:r + rows]
+            k = block.shape[0]
+            np.copyto(t[:k], block)
+            self._block(t[:k], flat_out[r:r + rows], {n: v[:k] for n, v in terms.items()}, two)
         return out
 
-    def _rows(self, acc: np.ndarray, out: np.ndarray) -> None:
-        np.multiply(acc, self.m, out=acc)
-        negative = acc < self.threshold
-        np.add(acc, self.b, out=acc)
-        np.subtract(acc, self.step, out=acc, where=negative)
-        np.floor(acc, out=acc)
-        np.clip(acc, self.lo - self.zero_point, self.hi - self.zero_point, out=acc)
-        np.add(acc, self.zero_point, out=out, casting="unsafe")
+    def _need(self, acc: np.ndarray) -> np.ndarray:
+        """Per channel, the largest of |acc|, |bias| and |acc + bias| over this call's values."""
+        rows = acc.reshape(-1, acc.shape[-1]) if acc.ndim else acc.reshape(1, 1)
+        low, high = rows.min(axis=0).astype(np.float64), rows.max(axis=0).astype(np.float64)
+        need = np.maximum(np.maximum(np.abs(low), np.abs(high)),
+                          np.maximum(np.abs(low + self.bias), np.abs(high + self.bias)))
+        return np.maximum(need, np.abs(self.bias))
+
+    def _tiled(self, rows: int, channels: int) -> dict[str, np.ndarray]:
+        """The per-channel terms tiled to a block's shape: plain elementwise passes run faster
+        than ones that broadcast a short channel vector."""
+        if (rows, channels) not in self._tiles:
+            self._tiles = {(rows, channels): {k: np.ascontiguousarray(np.broadcast_to(getattr(self, k), (rows, channels)))
+                                              for k in _TERMS}}
+        return self._tiles[(rows, channels)]
+
+    def _block(self, t: np.ndarray, out: np.ndarray, terms: dict[str, np.ndarray], two: bool) -> None:
+        """t: float64 accumulators, overwritten."""
+        if two:
+            np.multiply(t, terms["m_high"], out=t)
+            np.add(t, terms["high_offset"], out=t)
+            np.floor(t, out=t)
+            np.multiply(t, terms["scale"], out=t)
+            np.add(t, self.negative_below, out=t)
+        else:
+            np.multiply(t, terms["m"], out=t)
+            np.add(t, terms["offset"], out=t)
+        if self.corrects:       # t -= step where t is below: as arithmetic, not a branch per element
+            below = np.less(t, self.negative_below, out=np.empty_like(t), casting="unsafe")
+            np.multiply(below, terms["step"], out=below)
+            np.subtract(t, below, out=t)
+        low, high = self.lo + self.lift, self.hi + self.lift
+        if low >= 0 and out.dtype in (np.uint8, np.int8):
+            np.clip(t, low, high, out=t)                  # then truncation is floor
+            stored = out.view(np.uint8)
+            np.copyto(stored, t, casting="unsafe")
+            if self.lift:
+                np.bitwise_xor(stored, 0x80, out=stored)
+            return
+        np.floor(t, out=t)
+        np.clip(t, low, high, out=t)
+        np.subtract(t, self.lift, out=out, casting="unsafe")
 
     def _int64(self, acc: np.ndarray, out: np.ndarray) -> np.ndarray:
-        total = wrap_int32(np.rint(acc).astype(np.int64))
+        total = wrap_int32(np.rint(acc).astype(np.int64) + self.bias.astype(np.int64))
         y = multiply_by_quantized_multiplier(total, self.mults, self.shifts) + self.zero_point
         np.copyto(out, np.clip(y, self.lo, self.hi), casting="unsafe")
         return out

@@ -1,0 +1,45 @@
+"""Lookups in tables indexed by stored 8-bit values: one input's byte (256 entries) or two
+inputs' bytes (65,536 entries). The numpy plan runs 8-bit elementwise operations this way.
+
+np.take converts its indices to intp first; over a whole tensor that conversion is a pass of 8
+bytes per element through memory, so contiguous tensors go in blocks whose indices stay in cache."""
+from __future__ import annotations
+
+import numpy as np
+
+# Elements per block: 128 KiB of intp indices.
+_BLOCK = 16384
+
+
+def byte_lookup(table: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = table[byte of x], for 8-bit x of out's shape."""
+    stored = x.view(np.uint8)
+    if not (stored.flags.c_contiguous and out.flags.c_contiguous and stored.shape == out.shape):
+        return np.take(table, stored, out=out, mode="clip")
+    flat_x, flat_out = stored.reshape(-1), out.reshape(-1)
+    index = np.empty(min(_BLOCK, flat_x.size), dtype=np.intp)
+    for r in range(0, flat_x.size, _BLOCK):
+        block = flat_x[r:r + _BLOCK]
+        np.copyto(index[:block.size], block)
+        np.take(table, index[:block.size], out=flat_out[r:r + _BLOCK], mode="clip")
+    return out
+
+
+def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = table[byte of a * 256 + byte of b], with a and b broadcast to out's shape."""
+    a8, b8 = a.view(np.uint8), b.view(np.uint8)
+    same = a8.shape == b8.shape == out.shape
+    if not (same and a8.flags.c_contiguous and b8.flags.c_contiguous and out.flags.c_contiguous):
+        index = np.bitwise_or(np.left_shift(a8, 8, dtype=np.uint16), b8, dtype=np.uint16)
+        return np.take(table, index, out=out, mode="clip")
+    flat_a, flat_b, flat_out = a8.reshape(-1), b8.reshape(-1), out.reshape(-1)
+    # The index is formed in uint16 (the narrow passes are the cheap ones), then widened once.
+    narrow = np.empty(min(_BLOCK, flat_a.size), dtype=np.uint16)
+    index = np.empty(narrow.size, dtype=np.intp)
+    for r in range(0, flat_a.size, _BLOCK):
+        k = flat_a[r:r + _BLOCK].size
+        np.multiply(flat_a[r:r + _BLOCK], 256, out=narrow[:k], dtype=np.uint16)
+        np.add(narrow[:k], flat_b[r:r + _BLOCK], out=narrow[:k])
+        np.copyto(index[:k], narrow[:k])
+        np.take(table, index[:k], out=flat_out[r:r + _BLOCK], mode="clip")
+    return out
