@@ -1,9 +1,9 @@
 """The numpy plan's binding (runtime/numpy_plan.py runs it): the main graph walked with the
 shape functions (infer.py) once per set of input shapes. Operations of constants only are folded;
 an operation with static output shapes whose spec has `bind` gets a Kernel that writes into
-preallocated outputs with its parameters parsed once; every other operation is left to the
-reference, among them those whose shapes depend on values computed, and everything downstream
-of them: a shape is never guessed.
+preallocated outputs with its parameters parsed once (8-bit table lookups then compose:
+numpy_fuse.py); every other operation is left to the reference, among them those whose shapes
+depend on values computed, and everything downstream of them: a shape is never guessed.
 
 The bound operations' outputs live in one byte buffer per execution: outputs whose lifetimes
 (from the step that writes them to the last step that reads them, or the end for the graph's
@@ -24,6 +24,7 @@ from ..runtime.interpreter import GraphRunner
 from ..runtime.numpy_plan import ALIGN, NumpyPlan
 from .infer import infer, initial_known, node_of
 from .memory_plan import first_fit
+from .numpy_fuse import fuse_byte_tables
 from .steps import Bound, BoundStep, Known, Layout
 
 log = logging.getLogger("nngpu.numpy_plan")
@@ -89,6 +90,7 @@ def bind(runner: GraphRunner, input_shapes: Mapping[int, tuple[int, ...]]) -> Bo
     values: list[np.ndarray | None] = [None] * len(graph.operands)
     for idx, v in known.values.items():
         values[idx] = v
+    steps = fuse_byte_tables(steps, graph.outputIndexes)
     return Bound(steps, values, *layout(steps, graph.outputIndexes))
 
 

@@ -29,8 +29,8 @@ from .lib.broadcast import (
     same_type_sigs,
     validate_broadcast,
 )
-from .lib.byte_tables import byte_lookup
-from .lib.device import activation, floats, reference_table
+from .lib.byte_tables import reference_byte_table
+from .lib.device import activation, floats
 from .lib.dtypes import dtype_of, quant_range
 from .lib.elementwise_device import clamped, per_element, quantized, rescale, table_of, unary
 from .lib.quant import (
@@ -109,24 +109,9 @@ def _float32_bind(kernel: Kernel) -> Callable[[OpNode], Kernel | None]:
 
 def _table_bind(float_kernel: Kernel) -> Callable[[OpNode], Kernel | None]:
     """`float_kernel` for float32; for 8-bit operands a lookup in the reference's table over all
-    256 inputs (exact by construction), indexed by the stored byte; other types run the reference."""
+    256 inputs, indexed by the stored byte; other types run the reference."""
     def bind(node: OpNode) -> Kernel | None:
-        t = node.in_operand(0).type
-        if t == _F32:
-            return float_kernel
-        if t not in QUANT8_TYPES:
-            return None
-        try:
-            table = reference_table(node)
-        except OpError:             # the reference refuses these parameters: it says why at run
-            return None
-        if t == _Q8S:               # entry k is value k - 128; byte b holds value b ^ 0x80
-            table = np.roll(table, 128)
-
-        def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
-            byte_lookup(table, ins[0], outs[0])
-            return outs
-        return kernel
+        return float_kernel if node.in_operand(0).type == _F32 else reference_byte_table(node)
     return bind
 
 

@@ -29,7 +29,7 @@ from .lib.broadcast import (
     same_type_sigs,
     validate_broadcast,
 )
-from .lib.byte_tables import pair_lookup
+from .lib.byte_tables import PairTable
 from .lib.device import activation, floats
 from .lib.dtypes import dtype_of
 from .lib.elementwise_device import INT32, clamped, input_type_in, per_element, quantized, rescale, wrap_int
@@ -147,12 +147,7 @@ def _pair_table_kernel(run: Binary, dtype: np.dtype) -> Kernel:
     (exact by construction), indexed by the two stored bytes: one pass, where the reference's
     fixed-point arithmetic takes a dozen over int64."""
     stored = np.arange(256, dtype=np.uint8).view(dtype)
-    table = np.ascontiguousarray(run(np.repeat(stored, 256), np.tile(stored, 256)))
-
-    def kernel(ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
-        pair_lookup(table, ins[0], ins[1], outs[0])
-        return outs
-    return kernel
+    return PairTable(run(np.repeat(stored, 256), np.tile(stored, 256)))
 
 
 def _binary_bind(op: Op) -> Callable[[OpNode], Kernel]:

@@ -14,6 +14,7 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Expr, Tensor, const, fn
 from .lib.broadcast import check_rank
+from .lib.byte_tables import reference_byte_table
 from .lib.device import FLOATS, QUANT8
 from .lib.dtypes import dtype_of, quant_range
 from .lib.elementwise_device import clamped, input_type_in, per_element, table_of
@@ -93,7 +94,7 @@ _DEQ_SIGS = [sig([_Q8], [_F32], V.V1_0), sig([_Q8], [_F16], V.V1_2)]
 _DEQ_SIGS += [sig([q], [f], V.V1_2) for q in (_Q8SYMM, _Q8PC) for f in (_F16, _F32)]
 _DEQ_SIGS += [sig([_Q8S], [f], V.V1_3) for f in (_F16, _F32)]
 DEQUANTIZE = register(OpSpec(Op.DEQUANTIZE, _DEQ_SIGS, _dequantize, validate=lambda ctx: check_rank(ctx, (0,)),
-                             shape=same_shape(0), pattern=Pattern.ELEMENTWISE))
+                             shape=same_shape(0), pattern=Pattern.ELEMENTWISE, bind=reference_byte_table))
 DEQUANTIZE.device(input_type_in(QUANT8 | {_Q8SYMM}, 0))(table_of)
 
 

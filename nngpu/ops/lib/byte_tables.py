@@ -1,11 +1,18 @@
 """Lookups in tables indexed by stored 8-bit values: one input's byte (256 entries) or two
-inputs' bytes (65,536 entries). The numpy plan runs 8-bit elementwise operations this way.
+inputs' bytes (65,536 entries). The numpy plan runs 8-bit elementwise operations this way, as
+ByteTable / PairTable kernels, whose tables its fusion (compiler/numpy_fuse.py) composes.
 
 np.take converts its indices to intp first; over a whole tensor that conversion is a pass of 8
 bytes per element through memory, so contiguous tensors go in blocks whose indices stay in cache."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
+
+from ...hal.types import OperandType as T
+from ..registry import OpError
+from .device import reference_table
 
 # Elements per block: 128 KiB of intp indices.
 _BLOCK = 16384
@@ -43,3 +50,41 @@ def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray
         np.copyto(index[:k], narrow[:k])
         np.take(table, index[:k], out=flat_out[r:r + _BLOCK], mode="clip")
     return out
+
+
+class ByteTable:
+    """A bound kernel: output = table[byte of input 0]."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = np.ascontiguousarray(table)
+
+    def __call__(self, ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+        byte_lookup(self.table, ins[0], outs[0])
+        return outs
+
+
+class PairTable:
+    """A bound kernel: output = table[byte of input 0 * 256 + byte of input 1], broadcast."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = np.ascontiguousarray(table)
+
+    def __call__(self, ins: Sequence[np.ndarray], outs: list[np.ndarray]) -> list[np.ndarray]:
+        pair_lookup(self.table, ins[0], ins[1], outs[0])
+        return outs
+
+
+def reference_byte_table(node) -> ByteTable | None:
+    """The bound kernel of an operation mapping the elements of its 8-bit input 0 on their own:
+    its reference over all 256 values as a table (exact by construction). None for other input
+    types, or where the reference refuses the parameters (it then says why when it runs)."""
+    t = node.in_operand(0).type
+    if t not in (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED):
+        return None
+    try:
+        table = reference_table(node)
+    except OpError:
+        return None
+    if t == T.TENSOR_QUANT8_ASYMM_SIGNED:   # entry k is value k - 128; byte b holds value b ^ 0x80
+        table = np.roll(table, 128, axis=0)
+    return ByteTable(table)

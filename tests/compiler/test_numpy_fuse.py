@@ -1,0 +1,61 @@
+"""The numpy plan's table fusion: MUL(x, LOGISTIC(x)) (a quantized swish), chains of tables and
+DEQUANTIZE compose into one lookup in x, with the reference's bits; a table still read elsewhere
+stays, and a pair of two tensors (broadcast here) is left alone."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.compiler.numpy_bind import numpy_plan
+from nngpu.hal.types import FusedActivationFunc as Act
+from nngpu.hal.types import OperationType as Op
+from nngpu.runtime.interpreter import GraphRunner
+
+from tests.compiler.model_builder import T, ModelBuilder
+
+_TYPES = {T.TENSOR_QUANT8_ASYMM: (0, np.uint8), T.TENSOR_QUANT8_ASYMM_SIGNED: (-128, np.int8)}
+
+
+def _swish(t: int, shape=(2, 128), logistic_is_output: bool = False, tail: bool = True):
+    lo, dtype = _TYPES[t]
+    b = ModelBuilder()
+    x = b.input(t, shape, 0.06, lo + 120)
+    y = b.op(Op.LOGISTIC, [x], t, shape, 1 / 256, lo)
+    z = b.op(Op.MUL, [x, y, b.constant(T.INT32, Act.NONE)], t, shape, 0.05, lo + 110)
+    if tail:                                          # a further table on the product, then floats
+        z = b.op(Op.DEQUANTIZE, [b.op(Op.TANH, [z], t, shape, 1 / 128, lo + 128)], T.TENSOR_FLOAT32, shape)
+    b.output(z)
+    if logistic_is_output:
+        b.output(y)
+    every = np.arange(lo, lo + 256).astype(dtype).reshape(2, 128)
+    return b.build(), [every]
+
+
+def _run(model, inputs):
+    plan = numpy_plan(GraphRunner(model))
+    got = plan.run(inputs)
+    want = GraphRunner(model).run(inputs)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+    (bound,) = plan.bounds()
+    return [model.main.operations[s.k].type for s in bound.steps]
+
+
+@pytest.mark.parametrize("t", list(_TYPES))
+def test_swish_and_its_tail_become_one_lookup(t):
+    assert _run(*_swish(t)) == [Op.DEQUANTIZE]
+
+
+def test_a_table_read_elsewhere_stays():
+    ops = _run(*_swish(T.TENSOR_QUANT8_ASYMM, logistic_is_output=True, tail=False))
+    assert ops == [Op.LOGISTIC, Op.MUL]
+
+
+def test_a_pair_of_two_tensors_is_not_fused():
+    b = ModelBuilder()
+    t = T.TENSOR_QUANT8_ASYMM
+    x = b.input(t, (1, 128), 0.06, 120)
+    y = b.op(Op.LOGISTIC, [x], t, (1, 128), 1 / 256, 0)
+    b.output(b.op(Op.MUL, [b.input(t, (3, 128), 0.06, 120), y, b.constant(T.INT32, Act.RELU)], t, (3, 128), 0.05, 7))
+    inputs = [np.arange(128, dtype=np.uint8).reshape(1, 128), np.arange(384).astype(np.uint8).reshape(3, 128)]
+    assert _run(b.build(), inputs) == [Op.LOGISTIC, Op.MUL]
