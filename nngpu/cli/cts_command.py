@@ -20,15 +20,19 @@ CORPUS_HELP = ("the corpus is the NNAPI generated conformance tests in the nngpu
 
 
 def add_parser(sub, common) -> None:
+    from ..cts.aidl_face import PATHS as AIDL_PATHS
     from ..cts.runner import PATHS
 
     c = sub.add_parser("cts", parents=[common], help="run the NNAPI conformance corpus",
                        description=__doc__.split("\n\n")[0])
     c.add_argument("dir", nargs="?", help="corpus folder (default: $NNGPU_CTS_DIR, ../shared/nnapi-cts or the checkout's copy)")
     c.add_argument("--backend", default="numpy", help="numpy (default), opencl, cuda or auto")
+    c.add_argument("--hal", choices=("hidl", "aidl"), default="hidl",
+                   help="the HAL face the cases go through: hidl (1.0-1.3, default) or aidl (versions 1-4)")
     c.add_argument("--path", default="sync",
-                   help=f"{', '.join(PATHS)}, comma-separated, or all (fenced: each case as a chain of two "
-                        "executeFenced calls, the second waiting on the first's fence)")
+                   help=f"hidl: {', '.join(PATHS)} (fenced: each case as a chain of two executeFenced calls, the "
+                        f"second waiting on the first's fence); aidl: {', '.join(AIDL_PATHS)} (reusable: each case "
+                        "twice on one IExecution); comma-separated, or all")
     c.add_argument("--timing", action="store_true", help="measure timing (MeasureTiming::YES)")
     c.add_argument("-k", help="only cases whose name contains one of these comma-separated strings")
     c.add_argument("--version", help="only these corpus folders, e.g. V1_0,V1_1")
@@ -58,8 +62,15 @@ def _device_source(args) -> Iterator[tuple[IDevice, str, Callable[[], str | None
     Device, or with --service a spawned `nngpu serve`, stopped when the run ends however it ends."""
     if not args.service:
         device = open_device(args.backend)
+        if args.hal == "aidl":
+            from ..aidl import AidlDevice
+
+            yield AidlDevice(device), device.backend_name, lambda: None
+            return
         yield device, device.backend_name, lambda: None
         return
+    if args.hal == "aidl":
+        raise CLIError("--hal aidl with --service: `nngpu serve` does not serve the AIDL face yet")
     from ..cts.served import ServiceError, served_device
 
     try:
@@ -71,14 +82,17 @@ def _device_source(args) -> Iterator[tuple[IDevice, str, Callable[[], str | None
 
 def run(args) -> int:
     from .. import progress
-    from ..cts.runner import PATHS, case_records, filter_cases, run_case, summarize
+    from ..cts.aidl_face import AidlFace
+    from ..cts.runner import HidlFace, case_records, filter_cases, run_case, summarize
     from ..hal.types import MeasureTiming
     from ..json_models import load_cases
 
-    paths = PATHS if args.path == "all" else tuple(p for p in args.path.split(",") if p)
-    bad = [p for p in paths if p not in PATHS]
+    face = AidlFace if args.hal == "aidl" else HidlFace
+    paths = face.paths if args.path == "all" else tuple(p for p in args.path.split(",") if p)
+    bad = [p for p in paths if p not in face.paths]
     if bad or not paths:
-        raise CLIError(f"--path: unknown path {bad[0] if bad else args.path!r}; choose from {', '.join(PATHS)} or all")
+        raise CLIError(f"--path: unknown path {bad[0] if bad else args.path!r} for --hal {args.hal}; "
+                       f"choose from {', '.join(face.paths)} or all")
     json_file = writable_file(args.json, "--json") if args.json else None
     root = _corpus(args.dir)
     versions = tuple(args.version.split(",")) if args.version else None
@@ -97,7 +111,7 @@ def run(args) -> int:
             for case in cases:
                 reason = gone()  # a dead service fails the cases left at once, with why
                 recs = case_records(case, backend, paths, "failed", reason) if reason else \
-                    run_case(device, backend, case, paths, measure)
+                    run_case(device, backend, case, paths, measure, face)
                 for rec in recs:
                     records.append(rec)
                     if args.verbose or rec.result == "failed":

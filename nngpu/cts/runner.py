@@ -205,33 +205,51 @@ def _verdict(problem: str | None) -> tuple[str, str]:
     return ("failed", problem) if problem else ("passed", "")
 
 
-def run_case(device, backend: str, case: TestCase, paths: Iterable[str], measure: MeasureTiming = MeasureTiming.NO) -> list[Record]:
+class HidlFace:
+    """How the runner reaches a device through the HIDL HAL (1.2 calls for models 1.2 can
+    express, 1.3 ones for the rest)."""
+
+    paths = PATHS
+
+    @staticmethod
+    def build(case: TestCase):
+        flat = not case.needs_1_3()
+        return build_model(case, flat), flat
+
+    @staticmethod
+    def supported(device, model, flat: bool) -> tuple[ErrorStatus, list[bool]]:
+        return (device.getSupportedOperations_1_2 if flat else device.getSupportedOperations_1_3)(model)
+
+    prepare = staticmethod(prepare_on)
+    execute = staticmethod(execute_on)
+
+
+def run_case(device, backend: str, case: TestCase, paths: Iterable[str], measure: MeasureTiming = MeasureTiming.NO,
+             face=HidlFace) -> list[Record]:
     with _Reasons() as reasons:
-        records = _run_case(device, backend, case, list(paths), measure)
+        records = _run_case(device, backend, case, list(paths), measure, face)
     for r in records:
         if r.result == "failed" and "returned" in r.detail:
             r.detail += reasons.last()
     return records
 
 
-def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: MeasureTiming) -> list[Record]:
+def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: MeasureTiming, face) -> list[Record]:
     def records(result: str, detail: str) -> list[Record]:
         return case_records(case, backend, paths, result, detail)
 
     try:
-        flat = not case.needs_1_3()
-        model = build_model(case, flat)
+        model, flat = face.build(case)
     except Exception as e:  # a case the JSON reader cannot express
         return records("failed", f"cannot build model: {type(e).__name__}: {e}")
-    query = device.getSupportedOperations_1_2 if flat else device.getSupportedOperations_1_3
-    status, supported = query(model)
+    status, supported = face.supported(device, model, flat)
     if status != ErrorStatus.NONE:
         return records("passed", "model rejected as expected") if case.expect_failure else \
             records("failed", f"getSupportedOperations returned {ErrorStatus(status).name}")
     if not all(supported):
         missing = sorted({model_op_name(model, k, flat) for k, ok in enumerate(supported) if not ok})
         return records("skipped", "unsupported: " + ", ".join(missing))
-    status, prepared = prepare_on(device, model, flat)
+    status, prepared = face.prepare(device, model, flat)
     if status != ErrorStatus.NONE or prepared is None:
         return records("passed", "preparation failed as expected") if case.expect_failure else \
             records("failed", f"prepareModel returned {ErrorStatus(status).name}")
@@ -239,7 +257,7 @@ def _run_case(device, backend: str, case: TestCase, paths: list[str], measure: M
     for p in paths:
         ex = build_request(case)
         try:
-            status, shapes, timing = execute_on(prepared, p, ex, flat, measure)
+            status, shapes, timing = face.execute(prepared, p, ex, flat, measure)
             if p == "fenced" and unspecified_outputs(ex):
                 result, detail = _judge_unspecified(ex, ErrorStatus(status))
             else:
@@ -266,7 +284,7 @@ def case_records(case: TestCase, backend: str, paths: Iterable[str], result: str
 def _placement(prepared) -> tuple[int, int]:
     """(in device kernels, on the host) of the last execution; (0, 0) for a model prepared in
     another process (nngpu.connect), whose executor is not here to ask."""
-    executor = getattr(prepared, "executor", None)
+    executor = getattr(getattr(prepared, "core", prepared), "executor", None)   # an AIDL face's: its core's
     return executor.placement() if executor is not None else (0, 0)
 
 

@@ -63,6 +63,10 @@ class DriverBurstExecutor:
         self._registered.clear()
         self._release(registered)
 
+    def memory(self, slot: int) -> Any:
+        """The slot's memory (None for an empty slot)."""
+        return self._memories.get(slot)
+
     def registration(self, slot: int) -> DeviceValue | None:
         """The slot's memory as one uint8 value in backend memory, if it is registered."""
         return self._registered.get(slot)

@@ -56,6 +56,10 @@ class PreparedModel(IPreparedModel):
         failure (the HAL methods return its status, shapes and timing)."""
         return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout), deadline)
 
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run `job` on the shared execution pool, in this model's turn."""
+        _EXEC_POOL.submit(job, self.priority, self)
+
     def _launch(self, request: Request, measure: MeasureTiming, callback, version: int,
                 loop_timeout: OptionalTimeoutDuration | None = None,
                 deadline: OptionalTimePoint | None = None) -> ErrorStatus:
@@ -67,7 +71,7 @@ class PreparedModel(IPreparedModel):
             # A bad request is reported by the return value and the callback; a missed deadline,
             # like any failure while executing, by the callback (VTS QualityOfServiceTests).
             return ErrorStatus.NONE if pending.status in _MISSED else pending.status
-        _EXEC_POOL.submit(lambda: _notify(callback, pending.finish(), version), self.priority, self)
+        self.submit(lambda: _notify(callback, pending.finish(), version))
         return ErrorStatus.NONE
 
     # 1.0
@@ -110,4 +114,4 @@ class PreparedModel(IPreparedModel):
         checked = check(self.executor, request, measure, self.resolve_token, loop_ns, deadline)
         if isinstance(checked, Result):
             return checked.status, NativeHandle(), None
-        return launch_fenced(checked, waitFor, duration_ns, lambda job: _EXEC_POOL.submit(job, self.priority, self))
+        return launch_fenced(checked, waitFor, duration_ns, self.submit)

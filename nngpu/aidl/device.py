@@ -1,0 +1,113 @@
+"""The AIDL IDevice over the driver core's device (driver/device.py): arguments converted in
+(to_core), the core's call, the outcome converted out (from_core). Validation, preparation and
+caching are the core's; a refused call raises ServiceSpecificError with the core's status."""
+from __future__ import annotations
+
+from ..driver.device import Device
+from ..driver.prepared_model import PreparedModel
+from ..hal.aidl import types as A
+from ..hal.aidl.interfaces import IDevice, IPreparedModelCallback
+from ..hal.types import BufferDesc, BufferRole, DeviceType, ErrorStatus, ExecutionPreference, Priority
+from . import from_core, to_core
+from .callbacks import Forward
+from .prepared_model import AidlPreparedModel
+
+
+class AidlDevice(IDevice):
+    """An nngpu device through the AIDL HAL; `core` is the device it serves (shared with the
+    HIDL face, if any: one set of prepared models and buffers)."""
+
+    def __init__(self, core: Device | None = None, **device_args):
+        self.core = core if core is not None else Device(**device_args)
+
+    def getCapabilities(self) -> A.Capabilities:
+        status, caps = self.core.getCapabilities_1_3()
+        from_core.raise_for(status)
+        return from_core.capabilities(caps)
+
+    def getNumberOfCacheFilesNeeded(self) -> A.NumberOfCacheFiles:
+        status, model_files, data_files = self.core.getNumberOfCacheFilesNeeded()
+        from_core.raise_for(status)
+        return A.NumberOfCacheFiles(model_files, data_files)
+
+    def getSupportedExtensions(self) -> list[A.Extension]:
+        status, extensions = self.core.getSupportedExtensions()
+        from_core.raise_for(status)
+        return from_core.extensions(extensions)
+
+    def getSupportedOperations(self, model) -> list[bool]:
+        status, supported = self.core.getSupportedOperations_1_3(to_core.model(model))
+        from_core.raise_for(status, "the model is not valid")
+        return list(supported)
+
+    def getType(self) -> DeviceType:
+        status, kind = self.core.getType()
+        from_core.raise_for(status)
+        return DeviceType(kind)
+
+    def getVersionString(self) -> str:
+        status, version = self.core.getVersionString()
+        from_core.raise_for(status)
+        return version
+
+    def prepareModel(self, model, preference, priority, deadlineNs, modelCache, dataCache, token, callback) -> None:
+        self._prepare(model, preference, priority, deadlineNs, modelCache, dataCache, token, callback)
+
+    def prepareModelWithConfig(self, model, config, callback) -> None:
+        if not isinstance(config, A.PrepareModelConfig):
+            self._refuse(callback, to_core.invalid(f"config is not a PrepareModelConfig: {type(config).__name__}"))
+        try:
+            to_core.hints(config.compilationHints, config.extensionNameToPrefix, "config.compilationHints")
+        except A.ServiceSpecificError as e:
+            self._refuse(callback, e)
+        self._prepare(model, config.preference, config.priority, config.deadlineNs, config.modelCache,
+                      config.dataCache, config.cacheToken, callback)
+
+    def prepareModelFromCache(self, deadlineNs, modelCache, dataCache, token, callback) -> None:
+        forward = self._forward(callback)
+        try:
+            args = (to_core.deadline(deadlineNs), to_core.handles(modelCache, "modelCache"),
+                    to_core.handles(dataCache, "dataCache"), to_core.token(token))
+        except A.ServiceSpecificError as e:
+            self._refuse(callback, e)
+        from_core.raise_for(self.core.prepareModelFromCache_1_3(*args, forward), "preparing from the cache failed")
+
+    def allocate(self, desc, preparedModels, inputRoles, outputRoles) -> A.DeviceBuffer:
+        if not isinstance(desc, A.BufferDesc) or not all(isinstance(r, A.BufferRole) for r in (*inputRoles, *outputRoles)):
+            raise to_core.invalid("allocate takes a BufferDesc and BufferRoles")
+        models = [p.preparedModel.core if isinstance(p, A.IPreparedModelParcel)
+                  and isinstance(p.preparedModel, AidlPreparedModel) else p for p in preparedModels]
+        status, buffer, token = self.core.allocate(
+            BufferDesc(list(desc.dimensions)), models,
+            [BufferRole(r.modelIndex, r.ioIndex, r.probability) for r in inputRoles],
+            [BufferRole(r.modelIndex, r.ioIndex, r.probability) for r in outputRoles])
+        from_core.raise_for(status, "the buffer roles are not valid")
+        from .buffer import AidlBuffer
+        return A.DeviceBuffer(AidlBuffer(buffer), token)
+
+    # ---- helpers ----------------------------------------------------------------------------
+    @staticmethod
+    def _forward(callback) -> Forward:
+        if not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
+            raise to_core.invalid("callback is not an IPreparedModelCallback")
+        return Forward(callback, lambda prepared: AidlPreparedModel(prepared) if isinstance(prepared, PreparedModel)
+                       else prepared)
+
+    def _refuse(self, callback, error: A.ServiceSpecificError) -> None:
+        """A bad argument: the callback hears it, then the call raises it (IDevice::prepareModel)."""
+        self._forward(callback).client.notify(error.status, None)
+        raise error
+
+    def _prepare(self, model, preference, priority, deadlineNs, modelCache, dataCache, token, callback) -> None:
+        forward = self._forward(callback)
+        try:
+            args = (to_core.model(model), ExecutionPreference(preference), Priority(priority),
+                    to_core.deadline(deadlineNs), to_core.handles(modelCache, "modelCache"),
+                    to_core.handles(dataCache, "dataCache"), to_core.token(token))
+        except ValueError as e:
+            self._refuse(callback, to_core.invalid(str(e)))
+        except A.ServiceSpecificError as e:
+            self._refuse(callback, e)
+        status = self.core.prepareModel_1_3(*args, forward)
+        if status != ErrorStatus.NONE:
+            raise A.ServiceSpecificError(status, forward.reason or "the model was refused")
