@@ -7,7 +7,7 @@ from ..driver.device import Device
 from ..driver.prepared_model import PreparedModel
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IDevice, IPreparedModelCallback
-from ..hal.types import BufferDesc, BufferRole, DeviceType, ErrorStatus, ExecutionPreference, Priority
+from ..hal.types import DeviceType, ErrorStatus, ExecutionPreference, Priority
 from . import from_core, to_core
 from .callbacks import Forward
 from .prepared_model import AidlPreparedModel
@@ -73,14 +73,9 @@ class AidlDevice(IDevice):
         from_core.raise_for(self.core.prepareModelFromCache_1_3(*args, forward), "preparing from the cache failed")
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles) -> A.DeviceBuffer:
-        if not isinstance(desc, A.BufferDesc) or not all(isinstance(r, A.BufferRole) for r in (*inputRoles, *outputRoles)):
-            raise to_core.invalid("allocate takes a BufferDesc and BufferRoles")
-        models = [p.preparedModel.core if isinstance(p, A.IPreparedModelParcel)
-                  and isinstance(p.preparedModel, AidlPreparedModel) else p for p in preparedModels]
-        status, buffer, token = self.core.allocate(
-            BufferDesc(list(desc.dimensions)), models,
-            [BufferRole(r.modelIndex, r.ioIndex, r.probability) for r in inputRoles],
-            [BufferRole(r.modelIndex, r.ioIndex, r.probability) for r in outputRoles])
+        args = to_core.allocation(desc, preparedModels, inputRoles, outputRoles,
+                                  lambda pm: pm.core if isinstance(pm, AidlPreparedModel) else pm)
+        status, buffer, token = self.core.allocate(*args)
         from_core.raise_for(status, "the buffer roles are not valid")
         from .buffer import AidlBuffer
         return A.DeviceBuffer(AidlBuffer(buffer), token)

@@ -4,13 +4,17 @@ ServiceSpecificError(INVALID_ARGUMENT) naming the field; the core then validates
 it does for HIDL, so no rule is written twice."""
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import time
+from typing import Callable, TypeVar
 
 from ..hal.aidl import types as A
 from ..hal.aidl.types import MAXIMUM_LOOP_TIMEOUT_DURATION_NS, NO_TIME, ServiceSpecificError
 from ..hal.types import (
+    BufferDesc,
+    BufferRole,
     DataLocation,
     ErrorStatus,
     MeasureTiming,
@@ -28,12 +32,27 @@ from ..hal.types import (
 from ..memory import Memory
 
 _INT64_MAX = (1 << 63) - 1
+T_ = TypeVar("T_")
 # IDevice: a hint token's high 15 bits are its extension's prefix, the low 16 the hint.
 A_PREFIX_BITS, A_TYPE_BITS = 15, 16
 
 
 def invalid(message: str) -> ServiceSpecificError:
     return ServiceSpecificError(ErrorStatus.INVALID_ARGUMENT, message)
+
+
+def _malformed_is_invalid(fn: Callable[..., T_]) -> Callable[..., T_]:
+    """A parcelable whose fields hold the wrong kinds of value (None for a list, an int for a
+    struct) is an invalid argument, not a crash: what the checks below do not name, this does."""
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ServiceSpecificError:
+            raise
+        except (TypeError, AttributeError, ValueError, OverflowError) as e:
+            raise invalid(f"malformed {fn.__name__}: {type(e).__name__}: {e}") from e
+    return checked
 
 
 def _int(value, what: str, low: int = 0, high: int = _INT64_MAX) -> int:
@@ -60,6 +79,7 @@ def _dup(fd, what: str) -> int:
         raise invalid(f"{what} {fd} is not an open file descriptor: {e.strerror}") from e
 
 
+@_malformed_is_invalid
 def memory(value, what: str = "memory") -> Memory:
     """An AIDL Memory as a core Memory over a copy of the caller's fd."""
     if not isinstance(value, A.Memory):
@@ -113,6 +133,7 @@ def _subgraph(value, what: str) -> Subgraph:
     return Subgraph(operands, operations, list(value.inputIndexes), list(value.outputIndexes))
 
 
+@_malformed_is_invalid
 def model(value) -> Model_1_3:
     if not isinstance(value, A.Model):
         raise invalid(f"model is not a Model: {type(value).__name__}")
@@ -140,6 +161,7 @@ def _argument(value, what: str, pool_sizes: list[int | None]) -> RequestArgument
     return RequestArgument(bool(value.hasNoValue), where, list(value.dimensions))
 
 
+@_malformed_is_invalid
 def request(value) -> Request:
     if not isinstance(value, A.Request):
         raise invalid(f"request is not a Request: {type(value).__name__}")
@@ -179,6 +201,7 @@ def duration(ns, what: str = "durationNs") -> OptionalTimeoutDuration:
     return OptionalTimeoutDuration(None if ns == NO_TIME else ns)
 
 
+@_malformed_is_invalid
 def handles(fds, what: str) -> list[NativeHandle]:
     """ParcelFileDescriptors (cache files, sync fences) as the core's one-fd handles."""
     if not isinstance(fds, (list, tuple)):
@@ -198,6 +221,7 @@ def measure(value, what: str = "measureTiming") -> MeasureTiming:
     return MeasureTiming.YES if value else MeasureTiming.NO
 
 
+@_malformed_is_invalid
 def hints(pairs, names_to_prefixes, what: str) -> None:
     """Check compilation or execution hints and their extension prefixes. nngpu knows no
     extension, so valid hints are then ignored, as the spec says of unknown ones."""
@@ -236,3 +260,22 @@ def identifier(value, what: str, allow_none: bool = True) -> int | None:
     low = -1 if allow_none else 0
     value = _int(value, what, low)
     return None if value == -1 else value
+
+
+@_malformed_is_invalid
+def allocation(desc, prepared_models, input_roles, output_roles, unwrap: Callable[[object], object]) -> tuple:
+    """IDevice::allocate's arguments for the core: (BufferDesc, prepared models, input roles,
+    output roles); `unwrap` gives the core prepared model behind an AIDL one."""
+    if not isinstance(desc, A.BufferDesc):
+        raise invalid(f"desc is not a BufferDesc: {type(desc).__name__}")
+    for what, values in (("preparedModels", prepared_models), ("inputRoles", input_roles),
+                         ("outputRoles", output_roles)):
+        if not isinstance(values, (list, tuple)):
+            raise invalid(f"{what} is not a list")
+    roles = []
+    for what, values in (("inputRoles", input_roles), ("outputRoles", output_roles)):
+        if not all(isinstance(r, A.BufferRole) for r in values):
+            raise invalid(f"{what} holds something other than BufferRoles")
+        roles.append([BufferRole(r.modelIndex, r.ioIndex, r.probability) for r in values])
+    models = [unwrap(p.preparedModel) if isinstance(p, A.IPreparedModelParcel) else p for p in prepared_models]
+    return BufferDesc(list(desc.dimensions)), models, roles[0], roles[1]
