@@ -390,6 +390,7 @@ class Connection:
         self._pool.submit(lambda: self._serve(envelope["op"], call_id, envelope["args"], fds, counted))
 
     def _serve(self, op: Any, call_id: int, plain: Any, fds: list[int], cost: int) -> None:
+        reply_op, reply = "", {"status": ErrorStatus.GENERAL_FAILURE, "error": "not served"}
         try:
             try:
                 if not isinstance(op, str) or op not in codec.CALLS:
@@ -397,18 +398,21 @@ class Connection:
                     raise WireError(f"unknown op {op!r}")
                 args, rx = codec.decode(codec.CALLS[op], plain, fds)
             except WireError as e:
-                self._reply(call_id, "", {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)})
-                return
-            try:
-                reply = self._handler(op, args)
-            except Exception as e:
-                log.exception("handling %s", op)
-                reply = {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
-            finally:
-                rx.close()  # the fds no decoded value took (queue descriptors: the burst dup'ed them)
-            self._reply(call_id, op, reply)
+                reply = {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)}
+            else:
+                reply_op = op
+                try:
+                    reply = self._handler(op, args)
+                except Exception as e:
+                    log.exception("handling %s", op)
+                    reply = {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
+                finally:
+                    rx.close()  # the fds no decoded value took (queue descriptors: the burst dup'ed them)
         finally:
+            # Counted out before the reply goes: once the peer has it, the peer may send its next
+            # call at once, and that call must find the room this one leaves.
             self._done(cost)
+        self._reply(call_id, reply_op, reply)
 
     def _reply(self, call_id: int, op: str, reply: dict) -> None:
         """Send a reply; a peer that leaves it unread for SEND_TIMEOUT_S is hung up on."""

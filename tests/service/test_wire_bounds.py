@@ -72,3 +72,33 @@ def test_calls_back_past_the_pending_bound_and_unsendable_calls_fail_within_thei
     assert time.monotonic() - start < 1000 * 0.2
     conn.close()
     assert conn.closed.is_set()
+
+
+def test_a_caller_keeping_the_window_full_is_never_refused(pair, monkeypatch):
+    """A caller that sends its next call as each reply arrives, MAX_IN_FLIGHT at once, is always
+    served: a call is counted out before its reply goes (counting it out after the reply let
+    the next call in while the answered one still counted: a spurious "busy", GENERAL_FAILURE
+    for 1 of 64 bursts configured at once through `nngpu serve` under load)."""
+    mine, theirs = pair
+    real_done = Connection._done
+
+    def slow_done(self, cost: int) -> None:
+        time.sleep(0.002)                      # widens the window between a reply and the count
+        real_done(self, cost)
+
+    monkeypatch.setattr(Connection, "_done", slow_done)
+    conn = Connection(theirs, lambda op, args: {"status": ErrorStatus.NONE}, workers=8)
+    mine.settimeout(30)
+    total, sent = 300, 0
+    for _ in range(MAX_IN_FLIGHT):
+        sent += 1
+        mine.send(dumps({"op": "release", "id": sent, "args": {"model": 1}}))
+    replies = []
+    while len(replies) < total:
+        replies.append(loads(mine.recv(1 << 16)))
+        if sent < total:
+            sent += 1
+            mine.send(dumps({"op": "release", "id": sent, "args": {"model": 1}}))
+    refused = [r for r in replies if r["args"]["status"] != ErrorStatus.NONE]
+    assert not refused, f"{len(refused)} of {total} refused: {refused[0]['args']}"
+    conn.close()
