@@ -204,7 +204,7 @@ def _square(v):
 
 def _float_l2(node: OpNode, ins: list) -> Compute:
     """A kernel stores each slice's sum of squares; every element is divided by its norm."""
-    x, axis = ins[0], rd.slice_axis(node, 1)
+    x, axis = ins[0], rd.slice_axis(node, 1, rd.MAX_REDUCED)
     stats_shape, first = rd.slice_stats(node, axis)
 
     def squares(c):
@@ -219,7 +219,7 @@ def _float_l2(node: OpNode, ins: list) -> Compute:
 def _quant_l2(node: OpNode, ins: list) -> Compute:
     """l2normQuant8: the int32 sum of squared offsets (stored once per slice), its inverse square
     root as a multiplier and shift (a device helper), each offset * 128 scaled by it."""
-    x, axis, t = ins[0], rd.slice_axis(node, 1), node.in_operand(0).type
+    x, axis, t = ins[0], rd.slice_axis(node, 1, rd.MAX_REDUCED), node.in_operand(0).type
     zp = int(node.in_operand(0).zeroPoint)
     lo, hi = quant_range(t)
 

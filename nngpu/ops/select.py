@@ -67,7 +67,7 @@ def _arg_device(largest: bool):
     def build(node: OpNode, ins: list) -> Compute:
         """A kernel storing each slice's maximum (minimum), then one finding its first index."""
         x, axis, shape, out_shape = ins[0], _arg_axis(node), node.in_shape(0), node.out_shape(0)
-        if 0 in shape or shape[axis] > rd.MAX_SLICE:
+        if 0 in shape or shape[axis] > rd.MAX_REDUCED:
             raise ValueError(f"axis {axis} of shape {shape}")
 
         def start(c: Coords) -> Coords:

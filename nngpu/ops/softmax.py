@@ -165,7 +165,7 @@ def _softmax_sigs() -> list:
 # ---- device ----------------------------------------------------------------------------------
 def _float_softmax(log: bool):
     def build(node: OpNode, ins: list) -> Compute:
-        x, axis, beta = ins[0], rd.slice_axis(node, 2), float(node.scalar(1))
+        x, axis, beta = ins[0], rd.slice_axis(node, 2, rd.MAX_REDUCED), float(node.scalar(1))
         stats_shape, first = rd.slice_stats(node, axis)
         mx = node.materialize(Compute(stats_shape, "float", lambda c: rd.slice_extreme(x, first(c), axis)),
                               "softmax_max")
@@ -191,7 +191,7 @@ def _quant_softmax(node: OpNode, ins: list) -> Compute:
     """The reference's fixed-point softmax. exp of a difference from the slice maximum takes
     one of 256 values: they (and each one's term of the sum) are tables computed by the
     reference's own functions; the sum's reciprocal is computed on the device."""
-    x, axis, t = ins[0], rd.slice_axis(node, 2), node.in_operand(0).type
+    x, axis, t = ins[0], rd.slice_axis(node, 2, rd.MAX_REDUCED), node.in_operand(0).type
     q = QuantSoftmax.of(float(node.scalar(1)), node.in_operand(0).scale)
     lo, hi = quant_range(t)
     span = hi - lo

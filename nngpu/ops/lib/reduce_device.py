@@ -4,10 +4,10 @@ and fixed-point / float helpers for bit-exact quantized kernels.
 
 Per-axis normalizations store each slice's statistics once (slice_stats + node.materialize) and
 compute every element from them, so their work is linear in the slice (longer slices than
-MAX_SLICE stay on the host). The renderer computes a Reduce where the kernel first uses it, so
-a value that a later loop reads must be used outside that loop first: the builders write such a
-use first, or store the value with `node.materialize` (softmax's slice maximum, ARGMAX's
-extreme, the means of INSTANCE_NORMALIZATION)."""
+MAX_REDUCED stay on the host; ir/work.py measures it). The renderer computes a Reduce where the
+kernel first uses it, so a value that a later loop reads must be used outside that loop first:
+the builders write such a use first, or store the value with `node.materialize` (softmax's
+slice maximum, ARGMAX's extreme, the means of INSTANCE_NORMALIZATION)."""
 from __future__ import annotations
 
 import math
@@ -18,8 +18,8 @@ from ...ir.expr import Call, as_expr
 from ...ir.fixedpoint import RDBPOT, SRDHM, WRAP32
 from ..node import OpNode
 
-MAX_SLICE = 1 << 16      # longer per-axis slices would make each thread's loop too long: host
-MAX_REDUCED = 1 << 20    # the same for the elements one reduction output reads
+MAX_SLICE = 1 << 16      # longer slices for a per-element loop along the axis (LRN's window): host
+MAX_REDUCED = 1 << 20    # the same for the elements one reduction output (one slice's statistic) reads
 
 
 # ---- loops ---------------------------------------------------------------------------------
@@ -61,12 +61,13 @@ def slice_stats(node: OpNode, axis: int):
     return stats_shape, first
 
 
-def slice_axis(node: OpNode, position: int) -> int:
+def slice_axis(node: OpNode, position: int, limit: int = MAX_SLICE) -> int:
     """The axis (input `position`, -1 when omitted) of a per-axis operation on input 0, as a
-    non-negative index; ValueError (host) when invalid, for empty input or too long slices."""
+    non-negative index; ValueError (host) when invalid, for empty input or slices past `limit`
+    (MAX_REDUCED for operations that read a slice once, for its statistics)."""
     shape = node.in_shape(0)
     axis = int(node.scalar(position, -1))
-    if not -len(shape) <= axis < len(shape) or 0 in shape or shape[axis] > MAX_SLICE:
+    if not -len(shape) <= axis < len(shape) or 0 in shape or shape[axis] > limit:
         raise ValueError(f"axis {axis} of shape {shape}")
     return axis % len(shape)
 
