@@ -1,6 +1,7 @@
 """The conformance corpus through the AIDL face (nngpu.aidl over the driver core): by default
 one case in sixteen on every AIDL path on numpy (sync, config, reusable, burst, fenced), and one
-in sixty-four on sync and reusable on each device backend; every case with --full-cts."""
+in sixty-four on sync and reusable on each device backend, and every case whose model has a
+memory pool; every case with --full-cts."""
 from __future__ import annotations
 
 import zlib
@@ -22,7 +23,8 @@ def _params(full: bool):
     for case in load_cases(BUNDLED_CORPUS):
         b = zlib.crc32((case.version + case.name).encode()) // 3   # another sample than the HIDL one's
         cid = f"{case.version}/{case.name}"
-        if full or b % NUMPY_EVERY == 0:
+        # Models with pools (CONSTANT_REFERENCE operands) always: their fds must outlive the call.
+        if full or b % NUMPY_EVERY == 0 or "constant_reference" in case.name:
             yield pytest.param(case, "numpy", PATHS, id=f"numpy-{cid}")
         for backend in backends:
             if full or b % DEVICE_EVERY == 1:
