@@ -65,10 +65,12 @@ def extensions(values: list[Extension]) -> list[A.Extension]:
 
 
 def memory(value: Memory) -> A.Memory:
-    """A core Memory as the AIDL union over the same fd (which stays the Memory's)."""
+    """A core Memory as the AIDL union over the same fd, which stays the Memory's: the AIDL value
+    holds the Memory, so the fd stays open while it lives."""
+    fd = A.ParcelFileDescriptor(value.fd, owner=value)
     if value.name == "ashmem" and value.offset == 0:
-        return A.Memory(ashmem=A.Ashmem(value.fd, value.size))
-    return A.Memory(mappableFile=A.MappableFile(value.size, mmap.PROT_READ | mmap.PROT_WRITE, value.fd, value.offset))
+        return A.Memory(ashmem=A.Ashmem(fd, value.size))
+    return A.Memory(mappableFile=A.MappableFile(value.size, mmap.PROT_READ | mmap.PROT_WRITE, fd, value.offset))
 
 
 def _location(value: DataLocation) -> A.DataLocation:

@@ -8,7 +8,6 @@ requests converted to AIDL (nngpu.aidl.from_core), and these paths:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from ..aidl import PreparedModelCallback, from_core
 from ..hal.aidl import types as A
@@ -18,13 +17,6 @@ from ..json_models import Execution, TestCase, build_model
 from .runner import TIMEOUT_S, _wait_fence
 
 PATHS = ("sync", "config", "reusable", "burst", "fenced")
-
-
-@dataclass
-class _CaseModel(A.Model):
-    """A case's AIDL model, holding the core model whose pool Memories own the fds it names."""
-
-    owner: object = None
 
 
 def _core_timing(t: A.Timing) -> Timing:
@@ -46,8 +38,7 @@ class AidlFace:
 
     @staticmethod
     def build(case: TestCase):
-        core = build_model(case, False)
-        return _CaseModel(**vars(from_core.model(core)), owner=core), False
+        return from_core.model(build_model(case, False)), False
 
     @staticmethod
     def supported(device, model, flat: bool) -> tuple[ErrorStatus, list[bool]]:

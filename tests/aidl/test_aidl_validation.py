@@ -3,6 +3,7 @@ with the ErrorStatus the AIDL comment blocks name (a refused prepare notifies it
 first); OUTPUT_INSUFFICIENT_SIZE is a result; hints are checked, then ignored."""
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 import numpy as np
@@ -138,6 +139,19 @@ def test_the_driver_keeps_its_own_fds(prepared):
         p.close()
     assert execution.executeSynchronously(A.NO_TIME).outputSufficientSize
     np.testing.assert_array_equal(np.frombuffer(bytes(out[:24]), np.float32), WANT)
+
+
+def test_a_converted_memory_keeps_its_fd_open(prepared):
+    """from_core.memory's fd holds its Memory: dropping the Memory does not close the fd the
+    parcelable names (whose number another file could otherwise take)."""
+    request, pools = _request()
+    out = A.RequestMemoryPool(pool=from_core.memory(allocate_shared(24)))
+    held = out.pool.ashmem.fd.owner
+    request.pools[1] = out
+    del pools
+    gc.collect()
+    assert prepared.executeSynchronously(request, False, A.NO_TIME, A.NO_TIME).outputSufficientSize
+    np.testing.assert_array_equal(held.array(np.float32, 0, 6), WANT)
 
 
 def test_a_passed_deadline_is_missed(prepared):

@@ -3,7 +3,8 @@ where they differ from the HIDL structs, with the spec's names; the enums are th
 (hal.types), whose values the AIDL enums keep. No logic.
 
 A union is a dataclass with one field per member, exactly one of them set. A
-ParcelFileDescriptor is an int fd that the caller keeps owning. Errors are raised as
+ParcelFileDescriptor is an int fd (ParcelFileDescriptor, which can hold the fd's owner) that
+the caller keeps owning. Errors are raised as
 ServiceSpecificError, the Python form of a ServiceSpecificException carrying an ErrorStatus."""
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ class ServiceSpecificError(Exception):
 
 
 # --- memory ---------------------------------------------------------------------------------
+
+
+class ParcelFileDescriptor(int):
+    """An fd as a parcelable carries it: the number, keeping alive the object that owns the fd
+    (`owner`), so that the fd is not closed, and its number reused, while a parcelable holds
+    it. A plain int is accepted wherever one is, the caller then keeping its fd open."""
+
+    owner: object
+
+    def __new__(cls, fd: int, owner: object = None) -> "ParcelFileDescriptor":
+        value = super().__new__(cls, fd)
+        value.owner = owner
+        return value
 
 
 @dataclass
