@@ -373,7 +373,17 @@ class OpenCLRenderer(CStyleRenderer):
         return super().store(ptr, storage, index, value)
 
 
+# The hardware's conversions (one cvt instruction each, round to nearest even) on the device; the
+# same arithmetic in software where the source is compiled for the host (tests/cuda_host).
 _CUDA_HALF = r"""
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float nn_half_to_float(unsigned short h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short nn_float_to_half(float f) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+#else
 __device__ __forceinline__ float nn_half_to_float(unsigned short h) {
     unsigned int sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
     if (exp == 0) {
@@ -398,7 +408,8 @@ __device__ __forceinline__ unsigned short nn_float_to_half(float f) {
     unsigned int r = ((absx - 0x38000000u) >> 13), rem = absx & 0x1fffu;
     if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;                      /* round to nearest even */
     return (unsigned short)(sign | r);
-}"""
+}
+#endif"""
 
 
 class CUDARenderer(CStyleRenderer):

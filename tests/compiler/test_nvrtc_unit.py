@@ -34,3 +34,30 @@ def test_a_mediapipe_model_is_one_translation_unit():
     cubin = compile_cubin(units[0][0], MODEL)
     assert cubin[:4] == b"\x7fELF"
     assert all(name.encode() in cubin for name in units[0][1]), "every kernel is a symbol of the one cubin"
+
+
+def test_half_conversions_are_the_hardware_instructions():
+    """A float16 kernel converts with one cvt each way on the device (compute_90 PTX), not with
+    the software routine the host harness compiles instead."""
+    from cupy.cuda import nvrtc
+
+    from nngpu.compiler.render import RENDERERS
+    from nngpu.hal.types import OperandType as T
+    from nngpu.hal.types import OperationType as Op
+
+    from .model_builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT16, (4,))
+    b.output(b.op(Op.RELU, [x], T.TENSOR_FLOAT16, (4,)))
+    spec = lower_model(GraphRunner(b.build()), "cuda")
+    source = spec.units(None)[0][0]
+    assert "cvt.f32.f16" in source and RENDERERS["cuda"].dialect == "cuda"
+    prog = nvrtc.createProgram(source, "half.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "--std=c++17"])
+        ptx = nvrtc.getPTX(prog).decode(errors="replace")
+    finally:
+        nvrtc.destroyProgram(prog)
+    assert "cvt.f32.f16" in ptx and "cvt.rn.f16.f32" in ptx
+    assert "0x7e00" not in source.split("#else")[0]
