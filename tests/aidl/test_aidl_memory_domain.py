@@ -17,6 +17,7 @@ from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op
 from nngpu.memory import allocate_shared
 
+from tests.aidl.aidl_util import raised
 from tests.compiler.model_builder import ModelBuilder
 
 SHAPE = [2, 3]
@@ -46,11 +47,7 @@ def prepared(device):
 
 
 def _status(call) -> ErrorStatus:
-    try:
-        call()
-    except A.ServiceSpecificError as e:
-        return e.status
-    return ErrorStatus.NONE
+    return raised(call) or ErrorStatus.NONE
 
 
 def _memory(pool) -> A.Memory:

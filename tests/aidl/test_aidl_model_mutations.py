@@ -12,6 +12,7 @@ from nngpu.hal.aidl import types as A
 from nngpu.hal.types import ErrorStatus, ExecutionPreference, Priority
 from nngpu.modelutil import as_model_1_3
 
+from tests.aidl.aidl_util import raised
 from tests.validation.vts_mutations import MUTATIONS, SAMPLE, sample_model
 
 KINDS = [k for k in MUTATIONS if k != "number_of_consumers"]
@@ -23,22 +24,15 @@ def device() -> AidlDevice:
     return AidlDevice(backend="numpy")
 
 
-def _raised(call) -> ErrorStatus | None:
-    try:
-        call()
-    except A.ServiceSpecificError as e:
-        return e.status
-    return None
-
 
 def rejection_problems(device: AidlDevice, model: A.Model, preference: int) -> list[str]:
     problems = []
     if preference in VALID_PREFERENCES:
-        status = _raised(lambda: device.getSupportedOperations(model))
+        status = raised(lambda: device.getSupportedOperations(model))
         if status != ErrorStatus.INVALID_ARGUMENT:
             problems.append(f"getSupportedOperations raised {status}")
     cb = PreparedModelCallback()
-    status = _raised(lambda: device.prepareModel(model, preference, Priority.MEDIUM, A.NO_TIME, [], [], bytes(32), cb))
+    status = raised(lambda: device.prepareModel(model, preference, Priority.MEDIUM, A.NO_TIME, [], [], bytes(32), cb))
     if status != ErrorStatus.INVALID_ARGUMENT:
         problems.append(f"prepareModel raised {status}")
     got = cb.get(30)

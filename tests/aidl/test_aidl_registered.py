@@ -17,7 +17,7 @@ from nngpu.hal.types import OperationType as Op
 from nngpu.memory import allocate_shared
 
 from tests.compiler.model_builder import T, ModelBuilder
-from tests.driver.test_buffer import _count_transfers
+from tests.driver.test_burst_registered import count_calls
 
 SENTINEL = 0xA5
 X, Y = np.arange(6, dtype=np.float32), np.full(6, 0.5, np.float32)
@@ -43,16 +43,7 @@ def prepared(device):
 
 @pytest.fixture
 def counts(device, monkeypatch) -> dict:
-    counted = _count_transfers(device.core, monkeypatch)
-    cls = type(device.core.backend)
-    for name in ("register_host", "release_host"):
-        real = getattr(cls, name)
-
-        def wrapper(self, *args, _real=real, _name=name):
-            counted[_name] = counted.get(_name, 0) + 1
-            return _real(self, *args)
-        monkeypatch.setattr(cls, name, wrapper)
-    return counted
+    return count_calls(device.core, monkeypatch)
 
 
 def _request():

@@ -17,6 +17,7 @@ from nngpu.hal.types import ErrorStatus, ExecutionPreference, Priority
 from nngpu.json_models import build_request
 from nngpu.modelutil import as_model_1_3
 
+from tests.aidl.aidl_util import raised
 from tests.validation.test_request_mutations import SAMPLE
 from tests.validation.vts_mutations import sample_cases, sample_model
 
@@ -128,13 +129,6 @@ def prepared():
     return out
 
 
-def _raised(call) -> ErrorStatus | None:
-    try:
-        call()
-    except A.ServiceSpecificError as e:
-        return e.status
-    return None
-
 
 def rejection_problems(pm, request: A.Request) -> list[str]:
     calls = {
@@ -146,7 +140,7 @@ def rejection_problems(pm, request: A.Request) -> list[str]:
             request, [-1] * len(request.pools if isinstance(request.pools, list) else []), True, A.NO_TIME, A.NO_TIME),
     }
     return [f"{name} raised {status}" for name, call in calls.items()
-            if (status := _raised(call)) != ErrorStatus.INVALID_ARGUMENT]
+            if (status := raised(call)) != ErrorStatus.INVALID_ARGUMENT]
 
 
 def test_sample_requests_execute(prepared):

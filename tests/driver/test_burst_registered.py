@@ -35,8 +35,7 @@ def plan_add(dev, kit):
 EXTRA = ("register_host", "release_host")  # counted beside the transfers
 
 
-@pytest.fixture
-def counts(dev, monkeypatch):
+def count_calls(dev, monkeypatch) -> dict:
     """The backend's host transfers, device copies and host registrations, by method (of its
     class: the plans' own queues included)."""
     counted = _count_transfers(dev, monkeypatch)
@@ -50,6 +49,11 @@ def counts(dev, monkeypatch):
 
         monkeypatch.setattr(cls, name, wrapper)
     return counted
+
+
+@pytest.fixture
+def counts(dev, monkeypatch):
+    return count_calls(dev, monkeypatch)
 
 
 def _odd_request(kit, a, b, out_pool_size=200, out_offset=52):
