@@ -33,12 +33,12 @@ from .lib.conv_common import (
 )
 from .lib.conv_kernels import (
     bound_quant_epilogue,
-    quant_compute_dtype,
     depthwise_forward,
     finish,
     float_epilogue,
     grouped_forward,
     operands,
+    quant_compute_dtype,
     quant_filter,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate

@@ -112,7 +112,7 @@ def _bind(node: OpNode) -> Kernel | None:
     dtype = quant_compute_dtype(node, 0)
     if dtype is None:              # a sum of products past float64's exact integers
         return None
-    wt = np.ascontiguousarray((node.input(1).astype(np.float64) - node.in_operand(1).zeroPoint).T.astype(dtype))
+    wt = np.ascontiguousarray((node.input(1).astype(np.float64) - node.in_operand(1).zeroPoint).T, dtype=dtype)
     epilogue = bound_quant_epilogue(node, 0, check_activation(int_arg(node, 3)))
 
     def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:

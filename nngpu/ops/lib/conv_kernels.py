@@ -5,14 +5,14 @@ They work in NHWC on strided views: conv is im2col + GEMM (1x1 is one plain GEMM
 a batched GEMM, depthwise einsums of the filter taps over strided views. Float tensors (float16 too)
 are computed in float32 like the reference; quantized inputs have their zero points removed and
 are accumulated exactly in float64 (sums of 8-bit products stay far below 2^53), then
-requantized per output channel like the reference."""
+requantized per output channel like the reference. The numpy plan's bound layers
+(bound_quant_epilogue) accumulate in float32 where their weights bound every partial sum below
+2^24, and requantize in float64 (requant_float.py), bit for bit the same."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..registry import OpContext, OpError
-from .quant import activation_range_quant
-from .requant_float import FloatRequantizer
 from .conv_common import (
     PC,
     Window,
@@ -27,6 +27,8 @@ from .conv_common import (
     to_nhwc,
     window_view,
 )
+from .quant import activation_range_quant
+from .requant_float import FloatRequantizer
 
 # Largest im2col matrix built at once; bigger layers run in blocks of output rows so the copy
 # stays cache- and memory-friendly.
