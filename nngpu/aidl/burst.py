@@ -18,7 +18,9 @@ from . import from_core, to_core
 class AidlBurst(IBurst):
     def __init__(self, prepared):
         self._prepared = prepared
-        self._slots = DriverBurstExecutor(prepared.core)
+        # In process, the driver's slot cache; a remote model's burst runs each request as a
+        # synchronous execution (its tokens checked, nothing kept).
+        self._slots = DriverBurstExecutor(prepared.core) if prepared.local else None
         self._identities: dict[int, tuple] = {}
         self._lock = threading.Lock()
 
@@ -34,6 +36,8 @@ class AidlBurst(IBurst):
 
     def releaseMemoryResource(self, memoryIdentifierToken) -> None:
         token = to_core.identifier(memoryIdentifierToken, "memoryIdentifierToken", allow_none=False)
+        if self._slots is None:
+            return
         with self._lock:
             self._identities.pop(token, None)
             self._slots.remove_cache_entry(token)
@@ -44,13 +48,17 @@ class AidlBurst(IBurst):
         if not isinstance(tokens, (list, tuple)) or len(tokens) != len(core_request.pools):
             raise to_core.invalid("memoryIdentifierTokens must give one token per request pool")
         ids = [to_core.identifier(t, f"memoryIdentifierTokens[{k}]") for k, t in enumerate(tokens)]
+        for k, (pool, token) in enumerate(zip(core_request.pools, ids)):
+            if token is not None and pool.token is not None:
+                raise to_core.invalid(f"memoryIdentifierTokens[{k}]: a driver-managed buffer takes -1")
+        if self._slots is None:
+            with self._lock:
+                return self._prepared.run(core_request, measure, loop, deadline)
         core = self._prepared.core
         with self._lock:
             for k, (pool, token) in enumerate(zip(core_request.pools, ids)):
                 if token is None:
                     continue
-                if pool.token is not None:
-                    raise to_core.invalid(f"memoryIdentifierTokens[{k}]: a driver-managed buffer takes -1")
                 same = to_core.identity(pool.hidlMemory)
                 if self._identities.get(token) != same:          # a new token, or a new memory for it
                     self._slots.remove_cache_entry(token)

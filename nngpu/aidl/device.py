@@ -4,21 +4,34 @@ caching are the core's; a refused call raises ServiceSpecificError with the core
 from __future__ import annotations
 
 from ..driver.device import Device
-from ..driver.prepared_model import PreparedModel
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IDevice, IPreparedModelCallback
-from ..hal.types import DeviceType, ErrorStatus, ExecutionPreference, Priority
+from ..hal.interfaces import IDevice as IDevice_1_3
+from ..hal.types import DeviceType, ErrorStatus, ExecutionPreference, Model_1_3, Priority
 from . import from_core, to_core
 from .callbacks import Forward
 from .prepared_model import AidlPreparedModel
 
 
 class AidlDevice(IDevice):
-    """An nngpu device through the AIDL HAL; `core` is the device it serves (shared with the
-    HIDL face, if any: one set of prepared models and buffers)."""
+    """An nngpu device through the AIDL HAL; `core` is the HIDL 1.3 device it serves: this
+    process's Device (shared with the HIDL face, if any: one set of prepared models and
+    buffers), or `nngpu serve`'s through `nngpu.connect(path, hal="aidl")`."""
 
-    def __init__(self, core: Device | None = None, **device_args):
+    def __init__(self, core: IDevice_1_3 | None = None, **device_args):
         self.core = core if core is not None else Device(**device_args)
+
+    def close(self) -> None:
+        """Closes a connection to a service (nothing for a device in this process)."""
+        close = getattr(self.core, "close", None)
+        if close is not None and not isinstance(self.core, Device):
+            close()
+
+    def __enter__(self) -> "AidlDevice":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def getCapabilities(self) -> A.Capabilities:
         status, caps = self.core.getCapabilities_1_3()
@@ -82,11 +95,10 @@ class AidlDevice(IDevice):
 
     # ---- helpers ----------------------------------------------------------------------------
     @staticmethod
-    def _forward(callback) -> Forward:
+    def _forward(callback, model: Model_1_3 | None = None) -> Forward:
         if not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
             raise to_core.invalid("callback is not an IPreparedModelCallback")
-        return Forward(callback, lambda prepared: AidlPreparedModel(prepared) if isinstance(prepared, PreparedModel)
-                       else prepared)
+        return Forward(callback, lambda prepared: AidlPreparedModel(prepared, model))
 
     def _refuse(self, callback, error: A.ServiceSpecificError) -> None:
         """A bad argument: the callback hears it, then the call raises it (IDevice::prepareModel)."""
@@ -94,15 +106,17 @@ class AidlDevice(IDevice):
         raise error
 
     def _prepare(self, model, preference, priority, deadlineNs, modelCache, dataCache, token, callback) -> None:
-        forward = self._forward(callback)
+        self._forward(callback)                  # a bad callback is refused before anything else
         try:
-            args = (to_core.model(model), ExecutionPreference(preference), Priority(priority),
+            converted = to_core.model(model)
+            args = (converted, ExecutionPreference(preference), Priority(priority),
                     to_core.deadline(deadlineNs), to_core.handles(modelCache, "modelCache"),
                     to_core.handles(dataCache, "dataCache"), to_core.token(token))
         except ValueError as e:
             self._refuse(callback, to_core.invalid(str(e)))
         except A.ServiceSpecificError as e:
             self._refuse(callback, e)
+        forward = self._forward(callback, converted)
         status = self.core.prepareModel_1_3(*args, forward)
         if status != ErrorStatus.NONE:
             raise A.ServiceSpecificError(status, forward.reason or "the model was refused")

@@ -17,6 +17,8 @@ from ..driver.prepared_model import PreparedModel
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IExecution
 from ..hal.types import ErrorStatus, MeasureTiming, OptionalTimeoutDuration, Request
+from ..validation import ValidationError
+from ..validation.request import validate_request
 from . import from_core, to_core
 from .fenced import fenced_result
 
@@ -64,4 +66,27 @@ class AidlExecution(IExecution):
             status, fence, callback = launch_fenced(checked, fences, duration, self._core.submit)
         finally:
             self._busy.release()
+        return fenced_result(status, fence, callback)
+
+
+class RemoteExecution(IExecution):
+    """A reusable execution of a prepared model in another process (`nngpu connect`): its request
+    is checked against the model here, at creation (the service checks it again, with its
+    device buffers, at each execution), and each execution is a HIDL 1.3 call."""
+
+    def __init__(self, prepared, request: Request, measure: MeasureTiming, loop: OptionalTimeoutDuration):
+        if prepared.model is not None:
+            try:
+                validate_request(request, prepared.model)
+            except ValidationError as e:
+                raise to_core.invalid(str(e)) from e
+        self._prepared, self._request, self._measure, self._loop = prepared, request, measure, loop
+
+    def executeSynchronously(self, deadlineNs) -> A.ExecutionResult:
+        return self._prepared.run(self._request, self._measure, self._loop, to_core.deadline(deadlineNs))
+
+    def executeFenced(self, waitFor, deadlineNs, durationNs) -> A.FencedExecutionResult:
+        status, fence, callback = self._prepared.core.executeFenced(
+            self._request, to_core.handles(waitFor, "waitFor"), self._measure, to_core.deadline(deadlineNs),
+            self._loop, to_core.duration(durationNs))
         return fenced_result(status, fence, callback)

@@ -1,24 +1,38 @@
-"""The AIDL IPreparedModel over the driver core's prepared model: each call converts its
-arguments (to_core), runs the core's execution, and converts the outcome back (from_core)."""
+"""The AIDL IPreparedModel over a prepared model's HIDL 1.3 face: each call converts its
+arguments (to_core), runs the execution, and converts the outcome back (from_core).
+
+In process that is the driver core's PreparedModel, whose own calls a reusable execution and a
+burst use (checked once, pools registered with the backend). Over `nngpu connect` it is the
+service's proxy: every AIDL call then goes as the HIDL 1.3 call it maps to, with the service's
+bounds; a reusable execution checks its request against the model here, and its executions
+and a burst's are executeSynchronously_1_3 calls."""
 from __future__ import annotations
 
 from ..driver.prepared_model import PreparedModel
+from ..hal.interfaces import IPreparedModel as IPreparedModel_1_3
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IBurst, IExecution, IPreparedModel
-from ..hal.types import MeasureTiming, OptionalTimeoutDuration, OptionalTimePoint, Request
+from ..hal.types import MeasureTiming, Model_1_3, OptionalTimeoutDuration, OptionalTimePoint, Request
 from . import from_core, to_core
 from .fenced import fenced_result
 
 
 class AidlPreparedModel(IPreparedModel):
-    def __init__(self, core: PreparedModel):
+    def __init__(self, core: IPreparedModel_1_3, model: Model_1_3 | None = None):
+        """core: the HIDL prepared model; model: what was prepared, where known (a remote
+        reusable execution checks its request against it)."""
         self.core = core
+        self.model = model
+        self.local = isinstance(core, PreparedModel)
 
     def run(self, request: Request, measure: MeasureTiming, loop: OptionalTimeoutDuration,
             deadline: OptionalTimePoint) -> A.ExecutionResult:
         """A synchronous execution of a core request."""
-        result = self.core.run(request, measure, loop, deadline)
-        return from_core.execution_result(result.status, result.output_shapes, result.timing, result.reason)
+        if self.local:
+            result = self.core.run(request, measure, loop, deadline)
+            return from_core.execution_result(result.status, result.output_shapes, result.timing, result.reason)
+        status, shapes, timing = self.core.executeSynchronously_1_3(request, measure, deadline, loop)
+        return from_core.execution_result(status, shapes, timing)
 
     def executeSynchronously(self, request, measureTiming, deadlineNs, loopTimeoutDurationNs) -> A.ExecutionResult:
         return self.run(to_core.request(request), to_core.measure(measureTiming), to_core.loop_timeout(loopTimeoutDurationNs),
@@ -49,6 +63,8 @@ class AidlPreparedModel(IPreparedModel):
         return AidlBurst(self)
 
     def createReusableExecution(self, request, config) -> IExecution:
-        from .execution import AidlExecution
+        from .execution import AidlExecution, RemoteExecution
         measure, loop = to_core.execution_config(config)
-        return AidlExecution(self.core, to_core.request(request), measure, loop)
+        if self.local:
+            return AidlExecution(self.core, to_core.request(request), measure, loop)
+        return RemoteExecution(self, to_core.request(request), measure, loop)

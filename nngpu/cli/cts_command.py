@@ -69,12 +69,15 @@ def _device_source(args) -> Iterator[tuple[IDevice, str, Callable[[], str | None
             return
         yield device, device.backend_name, lambda: None
         return
-    if args.hal == "aidl":
-        raise CLIError("--hal aidl with --service: `nngpu serve` does not serve the AIDL face yet")
     from ..cts.served import ServiceError, served_device
 
     try:
         with served_device(args.backend) as served:
+            if args.hal == "aidl":
+                from ..aidl import AidlDevice
+
+                yield AidlDevice(served.device), served.backend_name, served.gone
+                return
             yield served.device, served.backend_name, served.gone
     except ServiceError as e:
         raise CLIError(str(e), 1) from e

@@ -441,9 +441,13 @@ class RemoteDevice(IDevice):
         self.close()
 
 
-def connect(path: str) -> RemoteDevice:
-    """The IDevice served at `path` by `nngpu serve`. OSError if nothing listens there;
-    ConnectionRefusedError if the service does not admit this uid."""
+def connect(path: str, hal: str = "hidl"):
+    """The IDevice served at `path` by `nngpu serve`: its HIDL 1.0-1.3 face, or with hal="aidl"
+    its AIDL face (nngpu.aidl over that HIDL 1.3 face: every AIDL call goes as the HIDL call it
+    maps to). OSError if nothing listens there; ConnectionRefusedError if the service does not
+    admit this uid; ValueError for another `hal`."""
+    if hal not in ("hidl", "aidl"):
+        raise ValueError(f"hal {hal!r}: choose hidl or aidl")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         sock.connect(str(path))
@@ -458,4 +462,8 @@ def connect(path: str) -> RemoteDevice:
         link.close()
         why = link._conn.refusal or "the service closed the connection (is this uid admitted?)"
         raise ConnectionRefusedError(f"{path}: {why}") from e
+    if hal == "aidl":
+        from ..aidl import AidlDevice
+
+        return AidlDevice(RemoteDevice(link))
     return RemoteDevice(link)

@@ -160,7 +160,6 @@ def test_cts_errors(capsys, files, corpus_dir, monkeypatch):
     fails(capsys, ["cts", str(corpus_dir), "--path", "sideways"], "unknown path 'sideways'")
     fails(capsys, ["cts", str(corpus_dir), "--hal", "aidl", "--path", "async"], "unknown path 'async' for --hal aidl",
           "reusable")
-    fails(capsys, ["cts", str(corpus_dir), "--hal", "aidl", "--service", "-k", "add"], "does not serve the AIDL face")
     fails(capsys, ["cts", str(corpus_dir), "--hal", "binder"], "invalid choice")
     fails(capsys, ["cts", str(corpus_dir), "-k", "add", "--json", str(files / "no" / "r.json")], "does not exist")
     import nngpu.json_models as jm
