@@ -71,6 +71,15 @@ def test_bad_arguments_through_the_service(device):
     assert raised(lambda: prepared.createReusableExecution(wrong, A.ExecutionConfig())) == ErrorStatus.INVALID_ARGUMENT
     assert raised(lambda: prepared.executeSynchronously(wrong, False, A.NO_TIME, A.NO_TIME)) == \
         ErrorStatus.INVALID_ARGUMENT
+    buffer = device.allocate(A.BufferDesc([2]), [A.IPreparedModelParcel(prepared)], [A.BufferRole(0, 0, 1.0)], [])
+    source = allocate_shared(8)
+    source.map()[:] = np.array([1, 2], np.float32).tobytes()
+    buffer.buffer.copyFrom(from_core.memory(source), [2])
+    from_buffer = A.Request([A.RequestArgument(False, A.DataLocation(1, 0, 0, 0), [])], arg[1:],
+                            request.pools + [A.RequestMemoryPool(token=buffer.token)])
+    pool.map()[8:] = bytes(8)
+    assert prepared.executeSynchronously(from_buffer, False, A.NO_TIME, A.NO_TIME).outputSufficientSize
+    assert list(pool.array(np.float32, 8, 2)) == [2, 4]
     burst = prepared.configureExecutionBurst()
     assert burst.executeSynchronously(request, [3], False, A.NO_TIME, A.NO_TIME).outputSufficientSize
     assert raised(lambda: burst.executeSynchronously(request, [], False, A.NO_TIME, A.NO_TIME)) == \
