@@ -32,14 +32,12 @@ from .lib.conv_common import (
     window_geometry,
 )
 from .lib.conv_kernels import (
-    bound_quant_epilogue,
+    bound_quant_layer,
     depthwise_forward,
     finish,
     float_epilogue,
     grouped_forward,
     operands,
-    quant_compute_dtype,
-    quant_filter,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
 from .lib.device import QUANT8, activation, floats
@@ -147,15 +145,13 @@ def _bind(kind: str):
                 float_epilogue(outs[0], b, p.activation)
                 return outs
             return kernel
-        channel_dim = 3 if kind == "depthwise" else 0
-        dtype = quant_compute_dtype(node, channel_dim)
-        if dtype is None:                       # a sum of products past float64's exact integers
+        layer = bound_quant_layer(node, 3 if kind == "depthwise" else 0, p.activation)
+        if layer is None:                       # a sum of products past float64's exact integers
             return None
-        fq, zx = quant_filter(node).astype(dtype), node.in_operand(0).zeroPoint
-        epilogue = bound_quant_epilogue(node, channel_dim, p.activation)
+        (fq, epilogue), zx = layer, node.in_operand(0).zeroPoint
 
         def quant_kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
-            x = ins[0].astype(dtype)
+            x = ins[0].astype(fq.dtype)
             x -= zx                              # padding added later is then the zero point
             epilogue(forward(x, fq, None), outs[0])
             return outs

@@ -30,7 +30,7 @@ from .lib.conv_common import (
     requantize,
     requantize_device,
 )
-from .lib.conv_kernels import bound_quant_epilogue, quant_compute_dtype
+from .lib.conv_kernels import bound_quant_layer
 from .lib.device import activation, floats
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -109,14 +109,14 @@ def _bind(node: OpNode) -> Kernel | None:
     if not is_quant(in_op.type) or not (node.is_constant(1) and node.is_constant(2) and node.is_constant(3)):
         return None
     batch, k, _ = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
-    dtype = quant_compute_dtype(node, 0)
-    if dtype is None:              # a sum of products past float64's exact integers
+    layer = bound_quant_layer(node, 0, check_activation(int_arg(node, 3)))
+    if layer is None:              # a sum of products past float64's exact integers
         return None
-    wt = np.ascontiguousarray((node.input(1).astype(np.float64) - node.in_operand(1).zeroPoint).T, dtype=dtype)
-    epilogue = bound_quant_epilogue(node, 0, check_activation(int_arg(node, 3)))
+    weights, epilogue = layer
+    wt = np.ascontiguousarray(weights.T)
 
     def kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
-        x = ins[0].reshape(batch, k).astype(dtype)
+        x = ins[0].reshape(batch, k).astype(wt.dtype)
         x -= in_op.zeroPoint
         epilogue(x @ wt, outs[0])
         return outs

@@ -179,8 +179,13 @@ def test_quantized_convolution_computes_in_float32_only_while_sums_are_exact(mon
     """A filter whose sums can pass 2^24 runs the GEMM in float64, and still exactly."""
     from nngpu.ops import conv
     chosen = []
-    monkeypatch.setattr(conv, "quant_compute_dtype", lambda *a: chosen.append(conv_kernels.quant_compute_dtype(*a))
-                        or chosen[-1])
+
+    def recorded(*args):
+        layer = conv_kernels.bound_quant_layer(*args)
+        chosen.append(layer[0].dtype)
+        return layer
+
+    monkeypatch.setattr(conv, "bound_quant_layer", recorded)
     for taps, want in [(3, np.float32), (300, np.float64)]:
         b = ModelBuilder()
         x = b.input(T.TENSOR_QUANT8_ASYMM, (1, 4, 4, taps), 0.05, 0)

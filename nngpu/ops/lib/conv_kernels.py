@@ -6,7 +6,7 @@ a batched GEMM, depthwise einsums of the filter taps over strided views. Float t
 are computed in float32 like the reference; quantized inputs have their zero points removed and
 are accumulated exactly in float64 (sums of 8-bit products stay far below 2^53), then
 requantized per output channel like the reference. The numpy plan's bound layers
-(bound_quant_epilogue) accumulate in float32 where their weights bound every partial sum below
+(bound_quant_layer) accumulate in float32 where their weights bound every partial sum below
 2^24, and requantize in float64 (requant_float.py), bit for bit the same."""
 from __future__ import annotations
 
@@ -166,33 +166,30 @@ def finish(ctx: OpContext, acc: np.ndarray, bias: np.ndarray, activation: int,
     return [from_nhwc(y, nchw)]
 
 
-def _sum_bound(ctx: OpContext, channel_dim: int) -> float:
-    """A bound on |sum of products| of a constant quantized filter with any 8-bit input:
-    |x - zero point| <= 255, so each channel's |sum| <= 255 * sum|filter|."""
-    taps = np.abs(quant_filter(ctx)).sum(axis=tuple(a for a in range(len(ctx.in_shape(1))) if a != channel_dim))
-    return 255.0 * float(taps.max(initial=0.0))
+def bound_quant_layer(ctx: OpContext, channel_dim: int, activation: int
+                      ) -> tuple[np.ndarray, FloatRequantizer] | None:
+    """A convolution's (or fully connected layer's) constant quantized filter and bias, made
+    ready once, at prepare: (the filter with its zero point removed, in the float type whose
+    sums are exact; the requantizing epilogue, (exact accumulators, channels last; output
+    buffer) -> the output in the buffer). None when a sum could pass 2^53.
 
-
-def quant_compute_dtype(ctx: OpContext, channel_dim: int) -> type | None:
-    """The float type in which a quantized layer's products and sums are exact integers, in any
-    order of summation: float32 while every partial sum stays below 2^24 (BLAS's sgemm then gives
-    the integer result at twice float64's speed), float64 below 2^53; None past that."""
-    bound = _sum_bound(ctx, channel_dim)
-    return np.float32 if bound < 1 << 24 else np.float64 if bound < 1 << 53 else None
-
-
-def bound_quant_epilogue(ctx: OpContext, channel_dim: int, activation: int):
-    """The quantized finish of a convolution (or fully connected layer) whose filter and bias are
-    constants, with what does not change between executions (the per-channel multipliers, the
-    bias) computed once, at prepare: (exact float accumulators, channels last; output buffer) ->
-    the requantized output in the buffer."""
+    |x - zero point| <= 255 for 8-bit inputs, so each channel's |sum of products| is at most
+    255 * sum|filter|. Below 2^24 every partial sum is exact in float32, in any order of
+    summation (BLAS's sgemm then gives the integer result at twice float64's speed); below
+    2^53 in float64."""
+    fq = quant_filter(ctx)
+    taps = np.abs(fq).sum(axis=tuple(a for a in range(fq.ndim) if a != channel_dim))
+    sums = 255.0 * float(taps.max(initial=0.0))
+    if sums >= 1 << 53:
+        return None
     cout = ctx.in_shape(1)[channel_dim]
     mults, shifts = conv_requant_params(ctx, filter_scales(ctx, 1, channel_dim, cout), ctx.in_operand(1).type == PC)
     bias = ctx.input(2).reshape(-1).astype(np.float64)      # int32 values: exact in float64
     out_op = ctx.out_operand(0)
     lo, hi = activation_range_quant(activation, out_op.scale, out_op.zeroPoint, out_op.type)
-    bound = _sum_bound(ctx, channel_dim) + float(np.abs(bias).max(initial=0.0))
-    return FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bias, bound)
+    epilogue = FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bias,
+                                sums + float(np.abs(bias).max(initial=0.0)))
+    return fq.astype(np.float32 if sums < 1 << 24 else np.float64, copy=False), epilogue
 
 
 def quant_filter(ctx: OpContext) -> np.ndarray:
