@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 from ..driver.burst_executor import DriverBurstExecutor
-from ..driver.execution import Checked, Result, check
+from ..driver.execution import Checked, check
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IBurst
 from ..hal.types import MeasureTiming, MemoryPool, OptionalTimeoutDuration, OptionalTimePoint
@@ -70,6 +70,5 @@ class AidlBurst(IBurst):
                 for pool, token in zip(checked.pools, ids):
                     if token is not None:
                         pool.registered = self._slots.registration(token)
-                outcome = checked.missed_deadline() or checked.read()
-                checked = outcome if isinstance(outcome, Result) else outcome.finish()
+                checked = checked.run()
         return from_core.execution_result(checked.status, checked.output_shapes, checked.timing, checked.reason)

@@ -3,6 +3,8 @@
 caching are the core's; a refused call raises ServiceSpecificError with the core's status."""
 from __future__ import annotations
 
+import logging
+
 from ..driver.device import Device
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IDevice, IPreparedModelCallback
@@ -11,6 +13,8 @@ from ..hal.types import DeviceType, ErrorStatus, ExecutionPreference, Model_1_3,
 from . import from_core, to_core
 from .callbacks import Forward
 from .prepared_model import AidlPreparedModel
+
+log = logging.getLogger("nngpu.aidl")
 
 
 class AidlDevice(IDevice):
@@ -67,23 +71,24 @@ class AidlDevice(IDevice):
         self._prepare(model, preference, priority, deadlineNs, modelCache, dataCache, token, callback)
 
     def prepareModelWithConfig(self, model, config, callback) -> None:
+        _check_callback(callback)
         if not isinstance(config, A.PrepareModelConfig):
-            self._refuse(callback, to_core.invalid(f"config is not a PrepareModelConfig: {type(config).__name__}"))
+            _refuse(callback, to_core.invalid(f"config is not a PrepareModelConfig: {type(config).__name__}"))
         try:
             to_core.hints(config.compilationHints, config.extensionNameToPrefix, "config.compilationHints")
         except A.ServiceSpecificError as e:
-            self._refuse(callback, e)
+            _refuse(callback, e)
         self._prepare(model, config.preference, config.priority, config.deadlineNs, config.modelCache,
                       config.dataCache, config.cacheToken, callback)
 
     def prepareModelFromCache(self, deadlineNs, modelCache, dataCache, token, callback) -> None:
-        forward = self._forward(callback)
+        _check_callback(callback)
         try:
             args = (to_core.deadline(deadlineNs), to_core.handles(modelCache, "modelCache"),
                     to_core.handles(dataCache, "dataCache"), to_core.token(token))
         except A.ServiceSpecificError as e:
-            self._refuse(callback, e)
-        from_core.raise_for(self.core.prepareModelFromCache_1_3(*args, forward), "preparing from the cache failed")
+            _refuse(callback, e)
+        self._start(self.core.prepareModelFromCache_1_3, args, callback, None)
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles) -> A.DeviceBuffer:
         args = to_core.allocation(desc, preparedModels, inputRoles, outputRoles,
@@ -94,29 +99,37 @@ class AidlDevice(IDevice):
         return A.DeviceBuffer(AidlBuffer(buffer), token)
 
     # ---- helpers ----------------------------------------------------------------------------
-    @staticmethod
-    def _forward(callback, model: Model_1_3 | None = None) -> Forward:
-        if not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
-            raise to_core.invalid("callback is not an IPreparedModelCallback")
-        return Forward(callback, lambda prepared: AidlPreparedModel(prepared, model))
-
-    def _refuse(self, callback, error: A.ServiceSpecificError) -> None:
-        """A bad argument: the callback hears it, then the call raises it (IDevice::prepareModel)."""
-        self._forward(callback).client.notify(error.status, None)
-        raise error
+    def _start(self, prepare, args: tuple, callback, model: Model_1_3 | None) -> None:
+        """Run the core's prepare call; its callback hears the outcome through a Forward, and a
+        refused launch raises with the core's reason."""
+        forward = Forward(callback, lambda prepared: AidlPreparedModel(prepared, model))
+        status = prepare(*args, forward)
+        if status != ErrorStatus.NONE:
+            raise A.ServiceSpecificError(status, forward.reason or "the model was refused")
 
     def _prepare(self, model, preference, priority, deadlineNs, modelCache, dataCache, token, callback) -> None:
-        self._forward(callback)                  # a bad callback is refused before anything else
+        _check_callback(callback)                # a bad callback is refused before anything else
         try:
             converted = to_core.model(model)
             args = (converted, ExecutionPreference(preference), Priority(priority),
                     to_core.deadline(deadlineNs), to_core.handles(modelCache, "modelCache"),
                     to_core.handles(dataCache, "dataCache"), to_core.token(token))
         except ValueError as e:
-            self._refuse(callback, to_core.invalid(str(e)))
+            _refuse(callback, to_core.invalid(str(e)))
         except A.ServiceSpecificError as e:
-            self._refuse(callback, e)
-        forward = self._forward(callback, converted)
-        status = self.core.prepareModel_1_3(*args, forward)
-        if status != ErrorStatus.NONE:
-            raise A.ServiceSpecificError(status, forward.reason or "the model was refused")
+            _refuse(callback, e)
+        self._start(self.core.prepareModel_1_3, args, callback, converted)
+
+
+def _check_callback(callback) -> None:
+    if not isinstance(callback, IPreparedModelCallback) and not hasattr(callback, "notify"):
+        raise to_core.invalid("callback is not an IPreparedModelCallback")
+
+
+def _refuse(callback, error: A.ServiceSpecificError) -> None:
+    """A bad argument: the callback hears it, then the call raises it (IDevice::prepareModel)."""
+    try:
+        callback.notify(error.status, None)
+    except Exception:  # a failing client callback must not turn the refusal into another error
+        log.exception("prepare callback raised")
+    raise error

@@ -52,8 +52,7 @@ class AidlExecution(IExecution):
     def executeSynchronously(self, deadlineNs) -> A.ExecutionResult:
         checked = self._take(deadlineNs)
         try:
-            outcome = checked.missed_deadline() or checked.read()
-            result = outcome if isinstance(outcome, Result) else outcome.finish()
+            result = checked.run()
         finally:
             self._busy.release()
         return from_core.execution_result(result.status, result.output_shapes, result.timing, result.reason)
@@ -86,7 +85,4 @@ class RemoteExecution(IExecution):
         return self._prepared.run(self._request, self._measure, self._loop, to_core.deadline(deadlineNs))
 
     def executeFenced(self, waitFor, deadlineNs, durationNs) -> A.FencedExecutionResult:
-        status, fence, callback = self._prepared.core.executeFenced(
-            self._request, to_core.handles(waitFor, "waitFor"), self._measure, to_core.deadline(deadlineNs),
-            self._loop, to_core.duration(durationNs))
-        return fenced_result(status, fence, callback)
+        return self._prepared.fenced(self._request, waitFor, self._measure, deadlineNs, self._loop, durationNs)

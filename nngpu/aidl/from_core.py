@@ -39,7 +39,8 @@ def output_shapes(shapes: list[OutputShape]) -> list[A.OutputShape]:
     return [A.OutputShape(list(s.dimensions), bool(s.isSufficient)) for s in shapes]
 
 
-def execution_result(status: ErrorStatus, shapes: list[OutputShape], measured: Timing, reason: str = "") -> A.ExecutionResult:
+def execution_result(status: ErrorStatus, shapes: list[OutputShape], measured: Timing,
+                     reason: str = "") -> A.ExecutionResult:
     """An execution's outcome: OUTPUT_INSUFFICIENT_SIZE is a result (outputSufficientSize false,
     with the shapes needed), any other failure an error."""
     if status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:

@@ -35,8 +35,8 @@ class AidlPreparedModel(IPreparedModel):
         return from_core.execution_result(status, shapes, timing)
 
     def executeSynchronously(self, request, measureTiming, deadlineNs, loopTimeoutDurationNs) -> A.ExecutionResult:
-        return self.run(to_core.request(request), to_core.measure(measureTiming), to_core.loop_timeout(loopTimeoutDurationNs),
-                        to_core.deadline(deadlineNs))
+        return self.run(to_core.request(request), to_core.measure(measureTiming),
+                        to_core.loop_timeout(loopTimeoutDurationNs), to_core.deadline(deadlineNs))
 
     def executeSynchronouslyWithConfig(self, request, config, deadlineNs) -> A.ExecutionResult:
         measure, loop = to_core.execution_config(config)
@@ -44,15 +44,16 @@ class AidlPreparedModel(IPreparedModel):
 
     def executeFenced(self, request, waitFor, measureTiming, deadlineNs, loopTimeoutDurationNs,
                       durationNs) -> A.FencedExecutionResult:
-        return self._fenced(to_core.request(request), waitFor, to_core.measure(measureTiming), deadlineNs,
-                            to_core.loop_timeout(loopTimeoutDurationNs), durationNs)
+        return self.fenced(to_core.request(request), waitFor, to_core.measure(measureTiming), deadlineNs,
+                           to_core.loop_timeout(loopTimeoutDurationNs), durationNs)
 
     def executeFencedWithConfig(self, request, waitFor, config, deadlineNs, durationNs) -> A.FencedExecutionResult:
         measure, loop = to_core.execution_config(config)
-        return self._fenced(to_core.request(request), waitFor, measure, deadlineNs, loop, durationNs)
+        return self.fenced(to_core.request(request), waitFor, measure, deadlineNs, loop, durationNs)
 
-    def _fenced(self, request: Request, waitFor, measure: MeasureTiming, deadlineNs, loop: OptionalTimeoutDuration,
-                durationNs) -> A.FencedExecutionResult:
+    def fenced(self, request: Request, waitFor, measure: MeasureTiming, deadlineNs, loop: OptionalTimeoutDuration,
+               durationNs) -> A.FencedExecutionResult:
+        """A fenced execution of a core request (the AIDL fences, deadline and duration)."""
         status, fence, callback = self.core.executeFenced(request, to_core.handles(waitFor, "waitFor"), measure,
                                                           to_core.deadline(deadlineNs), loop,
                                                           to_core.duration(durationNs))

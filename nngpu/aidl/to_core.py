@@ -32,9 +32,8 @@ from ..hal.types import (
 from ..memory import Memory
 
 _INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1      # AIDL int: pool indexes, tokens, fds
 T_ = TypeVar("T_")
-# IDevice: a hint token's high 15 bits are its extension's prefix, the low 16 the hint.
-A_PREFIX_BITS, A_TYPE_BITS = 15, 16
 
 
 def invalid(message: str) -> ServiceSpecificError:
@@ -72,7 +71,7 @@ def _one_member(union, members: tuple[str, ...], what: str) -> str:
 def _dup(fd, what: str) -> int:
     """The driver's own copy of a caller's fd, as a service receiving a ParcelFileDescriptor
     holds one: the caller may close its fd at once, and a number it reuses never reaches here."""
-    fd = _int(fd, what, 0, (1 << 31) - 1)
+    fd = _int(fd, what, 0, _INT32_MAX)
     try:
         return os.dup(fd)
     except OSError as e:
@@ -111,7 +110,7 @@ def _location(value, what: str, padding_allowed: bool) -> DataLocation:
     padding = _int(value.padding, f"{what}.padding")
     if padding and not padding_allowed:
         raise invalid(f"{what}.padding is {padding}: an operand's must be 0")
-    return DataLocation(_int(value.poolIndex, f"{what}.poolIndex", 0, (1 << 31) - 1),
+    return DataLocation(_int(value.poolIndex, f"{what}.poolIndex", 0, _INT32_MAX),
                         _int(value.offset, f"{what}.offset"), _int(value.length, f"{what}.length"))
 
 
@@ -171,7 +170,7 @@ def request(value) -> Request:
         if not isinstance(p, A.RequestMemoryPool):
             raise invalid(f"request.pools[{k}] is not a RequestMemoryPool: {type(p).__name__}")
         if _one_member(p, ("pool", "token"), f"request.pools[{k}]") == "token":
-            pools.append(MemoryPool(token=_int(p.token, f"request.pools[{k}].token", 0, (1 << 31) - 1)))
+            pools.append(MemoryPool(token=_int(p.token, f"request.pools[{k}].token", 0, _INT32_MAX)))
             sizes.append(None)
         else:
             m = memory(p.pool, f"request.pools[{k}].pool")
@@ -206,7 +205,7 @@ def handles(fds, what: str) -> list[NativeHandle]:
     """ParcelFileDescriptors (cache files, sync fences) as the core's one-fd handles."""
     if not isinstance(fds, (list, tuple)):
         raise invalid(f"{what} is not a list of file descriptors")
-    return [NativeHandle([_int(fd, f"{what}[{k}]", 0, 1 << 31)]) for k, fd in enumerate(fds)]
+    return [NativeHandle([_int(fd, f"{what}[{k}]", 0, _INT32_MAX)]) for k, fd in enumerate(fds)]
 
 
 def token(value) -> bytes:
@@ -231,7 +230,7 @@ def hints(pairs, names_to_prefixes, what: str) -> None:
         name, prefix = getattr(entry, "name", None), getattr(entry, "prefix", None)
         if not isinstance(name, str) or not name:
             raise invalid(f"extensionNameToPrefix[{k}].name is {name!r}")
-        _int(prefix, f"extensionNameToPrefix[{k}].prefix", 0, (1 << A_PREFIX_BITS) - 1)
+        _int(prefix, f"extensionNameToPrefix[{k}].prefix", 0, (1 << A.EXTENSION_TYPE_HIGH_BITS_PREFIX) - 1)
         if name in names or prefix in prefixes:
             raise invalid(f"extensionNameToPrefix[{k}] repeats a name or prefix")
         names.add(name)
@@ -240,11 +239,12 @@ def hints(pairs, names_to_prefixes, what: str) -> None:
     for k, pair in enumerate(pairs):
         if not isinstance(pair, A.TokenValuePair) or not isinstance(pair.value, (bytes, bytearray)):
             raise invalid(f"{what}[{k}] is not a TokenValuePair with a byte value")
-        t = _int(pair.token, f"{what}[{k}].token", 0, (1 << 31) - 1)
+        t = _int(pair.token, f"{what}[{k}].token", 0, _INT32_MAX)
         if t in tokens:
             raise invalid(f"{what}[{k}]: token {t:#x} given twice")
-        if t >> A_TYPE_BITS not in prefixes:
-            raise invalid(f"{what}[{k}]: token {t:#x} has prefix {t >> A_TYPE_BITS:#x}, not in extensionNameToPrefix")
+        prefix = t >> A.EXTENSION_TYPE_LOW_BITS_TYPE
+        if prefix not in prefixes:
+            raise invalid(f"{what}[{k}]: token {t:#x} has prefix {prefix:#x}, not in extensionNameToPrefix")
         tokens.add(t)
 
 

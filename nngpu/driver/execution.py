@@ -203,6 +203,12 @@ class Checked:
                 return f"output {k}: dimensions {dims if dims is not None else arg.dimensions} are not fully specified"
         return None
 
+    def run(self) -> Result:
+        """This request executed here and now: its Result (a missed deadline or a failed read
+        included). Never raises."""
+        pending = self.missed_deadline() or self.read()
+        return pending if isinstance(pending, Result) else pending.finish()
+
     def read(self) -> Pending | Result:
         """Read the inputs: a Pending to finish, or the failure Result."""
         try:
@@ -317,5 +323,5 @@ def run(executor: Executor, request: Request, measure: MeasureTiming = MeasureTi
         resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
         deadline: OptionalTimePoint | None = None) -> Result:
     """Execute `request` on a prepared model's executor. Never raises."""
-    pending = begin(executor, request, measure, resolve_token, loop_timeout_ns, deadline)
-    return pending if isinstance(pending, Result) else pending.finish()
+    checked = check(executor, request, measure, resolve_token, loop_timeout_ns, deadline)
+    return checked if isinstance(checked, Result) else checked.run()

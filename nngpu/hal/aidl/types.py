@@ -11,13 +11,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..types.enums import ErrorStatus, ExecutionPreference, OperandLifeTime, OperandType, OperationType, Priority
+from ..types.enums import (
+    Constant,
+    ErrorStatus,
+    ExecutionPreference,
+    LoopTimeoutDurationNs,
+    OperandLifeTime,
+    OperandType,
+    OperationType,
+    Priority,
+)
 from ..types.model import ExtensionNameAndPrefix, OperandExtraParams
 
-BYTE_SIZE_OF_CACHE_TOKEN = 32
-MAX_NUMBER_OF_CACHE_FILES = 32
-DEFAULT_LOOP_TIMEOUT_DURATION_NS = 2_000_000_000
-MAXIMUM_LOOP_TIMEOUT_DURATION_NS = 15_000_000_000
+# The AIDL constants that HIDL 1.2-1.3 defined already, with the same values.
+BYTE_SIZE_OF_CACHE_TOKEN = int(Constant.BYTE_SIZE_OF_CACHE_TOKEN)
+MAX_NUMBER_OF_CACHE_FILES = int(Constant.MAX_NUMBER_OF_CACHE_FILES)
+DEFAULT_LOOP_TIMEOUT_DURATION_NS = int(LoopTimeoutDurationNs.DEFAULT)
+MAXIMUM_LOOP_TIMEOUT_DURATION_NS = int(LoopTimeoutDurationNs.MAXIMUM)
+# IDevice: an extension type or hint token is a 15-bit prefix (the sign bit stays 0) over a
+# 16-bit type (HIDL 1.2 split it 16 / 16).
+EXTENSION_TYPE_HIGH_BITS_PREFIX = 15
+EXTENSION_TYPE_LOW_BITS_TYPE = 16
 NO_TIME = -1            # a Timing field that was not measured; a deadline or duration omitted
 
 
