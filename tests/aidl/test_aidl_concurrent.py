@@ -4,9 +4,6 @@ and every output is compared with the numpy reference's for that set (the models
 tests/runtime/test_concurrent_executions.py). 800 executions by default, 4,000 with --full-cts."""
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pytest
 
@@ -16,7 +13,7 @@ from nngpu.cts.aidl_face import PATHS, AidlFace
 from nngpu.driver.device import Device
 from nngpu.hal.types import ErrorStatus, MeasureTiming
 
-from tests.runtime.test_concurrent_executions import SETS, THREADS, _close, _draw, _execution, _models, _prepare
+from tests.runtime.test_concurrent_executions import THREADS, _models, _prepare, reference_sets, run_concurrently
 
 
 @pytest.mark.parametrize("backend", ["numpy", *device_backends()])
@@ -26,36 +23,12 @@ def test_concurrent_aidl_executions_match_numpy(backend, request):
     rng = np.random.default_rng(43)
     cases = {}
     for name, named in _models().items():
-        prepared_ref = _prepare(reference, named)
-        sets = []
-        for _ in range(SETS):
-            inputs = _draw(named, rng)
-            ex = _execution(named, inputs)
-            assert prepared_ref.executeSynchronously(ex.request, MeasureTiming.NO)[0] == ErrorStatus.NONE
-            sets.append((inputs, [ex.output_pool.array(t.dtype, loc.offset, int(np.prod(t.shape))).reshape(t.shape).copy()
-                                  for t, (_, loc) in zip(named.outputs, ex.outputs)]))
         status, prepared = AidlFace.prepare(device, from_core.model(named.model), False)
         assert status == ErrorStatus.NONE
-        cases[name] = (named, prepared, sets)
-    wrong: list[str] = []
-    lock = threading.Lock()
+        cases[name] = (named, prepared, reference_sets(named, _prepare(reference, named), rng))
 
-    def worker(k: int) -> int:
-        r = np.random.default_rng([44, k])
-        for i in range(total // THREADS):
-            name = list(cases)[r.integers(len(cases))]
-            named, prepared, sets = cases[name]
-            path = PATHS[(k + i) % len(PATHS)]
-            inputs, expected = sets[r.integers(SETS)]
-            ex = _execution(named, inputs)
-            status, _shapes, _timing = AidlFace.execute(prepared, path, ex, False, MeasureTiming.NO)
-            got = [ex.output_pool.array(t.dtype, loc.offset, int(np.prod(t.shape))).reshape(t.shape)
-                   for t, (_, loc) in zip(named.outputs, ex.outputs)]
-            if status != ErrorStatus.NONE or not all(_close(g, e) for g, e in zip(got, expected)):
-                with lock:
-                    wrong.append(f"{name} via {path}: {ErrorStatus(status).name}")
-        return total // THREADS
+    def execute(prepared, path, ex):
+        return AidlFace.execute(prepared, path, ex, False, MeasureTiming.NO), 1
 
-    with ThreadPoolExecutor(THREADS) as pool:
-        executions = sum(pool.map(worker, range(THREADS)))
+    executions, wrong = run_concurrently(cases, PATHS, execute, total // THREADS, 44)
     assert not wrong, f"{len(wrong)} of {executions} wrong: {wrong[:5]}"

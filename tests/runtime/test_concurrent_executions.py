@@ -93,6 +93,48 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
     return bool(np.array_equal(got, want))
 
 
+def reference_sets(named, prepared_reference, rng: np.random.Generator) -> list:
+    """SETS input sets for a model, each with the outputs `prepared_reference` gives it."""
+    sets = []
+    for _ in range(SETS):
+        inputs = _draw(named, rng)
+        ex = _execution(named, inputs)
+        assert execute_on(prepared_reference, "sync", ex, False, MeasureTiming.NO)[0] == ErrorStatus.NONE
+        sets.append((inputs, [ex.output_pool.array(t.dtype, loc.offset, int(np.prod(t.shape))).reshape(t.shape).copy()
+                              for t, (_, loc) in zip(named.outputs, ex.outputs)]))
+    return sets
+
+
+def run_concurrently(cases: dict, paths, execute, per_thread: int, seed: int) -> tuple[int, list[str]]:
+    """THREADS threads each run `per_thread` executions: a random model of `cases` (name ->
+    (named model, prepared model, [(inputs, expected outputs)])) on a random input set, through
+    the paths in turn, by `execute(prepared, path, execution)` -> (status, shapes, timing) and
+    the executions that path ran. (executions run, what came out wrong)."""
+    wrong: list[str] = []
+    lock = threading.Lock()
+
+    def worker(k: int) -> int:
+        r = np.random.default_rng([seed, k])
+        done = 0
+        for i in range(per_thread):
+            name = list(cases)[r.integers(len(cases))]
+            named, prepared, sets = cases[name]
+            path = paths[(k + i) % len(paths)]
+            inputs, expected = sets[r.integers(SETS)]
+            ex = _execution(named, inputs)
+            (status, _shapes, _timing), ran = execute(prepared, path, ex)
+            got = [ex.output_pool.array(t.dtype, loc.offset, int(np.prod(t.shape))).reshape(t.shape)
+                   for t, (_, loc) in zip(named.outputs, ex.outputs)]
+            if status != ErrorStatus.NONE or not all(_close(g, e) for g, e in zip(got, expected)):
+                with lock:
+                    wrong.append(f"{name} via {path}: {ErrorStatus(status).name}")
+            done += ran
+        return done
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        return sum(pool.map(worker, range(THREADS))), wrong
+
+
 @pytest.mark.parametrize("backend", device_backends())
 def test_concurrent_executions_match_numpy(backend, request):
     total = 10_000 if request.config.getoption("--full-cts") else 2_000
@@ -101,39 +143,12 @@ def test_concurrent_executions_match_numpy(backend, request):
     rng = np.random.default_rng(41)
     cases = {}
     for name, named in models.items():
-        prepared_ref = _prepare(reference, named)
-        sets = []
-        for _ in range(SETS):
-            inputs = _draw(named, rng)
-            ex = _execution(named, inputs)
-            assert execute_on(prepared_ref, "sync", ex, False, MeasureTiming.NO)[0] == ErrorStatus.NONE
-            expected = [ex.output_pool.array(t.dtype, loc.offset, int(np.prod(t.shape))).reshape(t.shape).copy()
-                        for t, (_, loc) in zip(named.outputs, ex.outputs)]
-            sets.append((inputs, expected))
-        cases[name] = (named, _prepare(device, named), sets)
-    wrong: list[str] = []
-    lock = threading.Lock()
+        cases[name] = (named, _prepare(device, named), reference_sets(named, _prepare(reference, named), rng))
 
-    def worker(k: int) -> int:
-        r = np.random.default_rng([42, k])
-        done = 0
-        for i in range(total // THREADS):
-            name = list(cases)[r.integers(len(cases))]
-            named, prepared, sets = cases[name]
-            path = PATHS[(k + i) % len(PATHS)]
-            inputs, expected = sets[r.integers(SETS)]
-            ex = _execution(named, inputs)
-            status, _shapes, _timing = execute_on(prepared, path, ex, False, MeasureTiming.NO)
-            got = [ex.output_pool.array(t.dtype, loc.offset, int(np.prod(t.shape))).reshape(t.shape)
-                   for t, (_, loc) in zip(named.outputs, ex.outputs)]
-            if status != ErrorStatus.NONE or not all(_close(g, e) for g, e in zip(got, expected)):
-                with lock:
-                    wrong.append(f"{name} via {path}: {ErrorStatus(status).name}")
-            done += 1 + (path == "fenced")   # the fenced path runs a chain of two executions
-        return done
+    def execute(prepared, path, ex):   # the fenced path runs a chain of two executions
+        return execute_on(prepared, path, ex, False, MeasureTiming.NO), 1 + (path == "fenced")
 
-    with ThreadPoolExecutor(THREADS) as pool:
-        executions = sum(pool.map(worker, range(THREADS)))
+    executions, wrong = run_concurrently(cases, PATHS, execute, total // THREADS, 42)
     assert executions >= total
     assert not wrong, f"{len(wrong)} of {executions} wrong: {wrong[:5]}"
 
