@@ -81,9 +81,11 @@ class Segment:
         for view, source in spec.aliases.items():
             self.buffers[view] = self.buffers[source]
         with profiling.span("prepare", "upload constants", bytes=sum(spec.tensors[t].nbytes for t in spec.constants)):
-            for t, value in spec.constants.items():
+            while spec.constants:   # each given up once uploaded: the backend's copy is the one kept
+                t, value = spec.constants.popitem()
                 storage = STORAGE_DTYPE[spec.tensors[t].storage]
                 backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=storage))
+                del value
         self.kernels: dict[str, Any] = {}
         with compiling_for(plan.programs):
             with progress.bar(len(spec.kernels), f"compiling {backend.name} kernels", "kernel") as bar:

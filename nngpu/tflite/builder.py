@@ -17,6 +17,7 @@ from ..hal.types import (
     SymmPerChannelQuantParams,
 )
 from ..modelutil import count_consumers
+from .constant_bytes import ConstantBytes
 
 T = OperandType
 L = OperandLifeTime
@@ -27,10 +28,10 @@ _SCALAR_DTYPES = {T.INT32: np.int32, T.FLOAT32: np.float32, T.BOOL: np.bool_, T.
 class GraphBuilder:
     """One NNAPI graph under construction: operands, their constant bytes, and operations."""
 
-    def __init__(self, values: bytearray | None = None) -> None:
+    def __init__(self) -> None:
         self.operands: list[Operand] = []
         self.operations: list[Operation] = []
-        self.values = bytearray() if values is None else values  # shared by a model's subgraphs
+        self.values = ConstantBytes()
         self.inputs: list[int] = []
         self.outputs: list[int] = []
 
@@ -47,13 +48,10 @@ class GraphBuilder:
 
     def set_value(self, index: int, value: np.ndarray) -> None:
         """Make operand `index` a CONSTANT_COPY holding `value` (8-byte aligned in operandValues)."""
-        data = memoryview(np.ascontiguousarray(value)).cast("B")   # appended without a temporary copy
-        off = (len(self.values) + 7) // 8 * 8
-        self.values.extend(b"\0" * (off - len(self.values)))
-        self.values += data
+        offset, length = self.values.append(np.ascontiguousarray(value))
         op = self.operands[index]
         op.lifetime = L.CONSTANT_COPY
-        op.location = DataLocation(0, off, data.nbytes)
+        op.location = DataLocation(0, offset, length)
 
     def constant(self, type_: int, value: np.ndarray, dims: list[int] | None = None, scale: float = 0.0,
                  zero_point: int = 0, channel_quant: tuple[list[float], int] | None = None) -> int:
@@ -108,9 +106,5 @@ class GraphBuilder:
 
     def _frozen_values(self) -> bytes:
         """operandValues as immutable bytes, made once and shared by every model made from here
-        (the driver then reads the weights in place); the bytearray is given up for it."""
-        if not isinstance(self.values, bytes):
-            frozen = bytes(self.values)
-            self.values.clear()
-            self.values = frozen
-        return self.values
+        (the driver then reads the weights in place)."""
+        return self.values.freeze()

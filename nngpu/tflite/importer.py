@@ -105,7 +105,8 @@ class _Mark:
 
     def undo(self, table: OperandTable) -> None:
         b = table.b
-        del b.operands[self.operands:], b.operations[self.operations:], b.values[self.values:]
+        del b.operands[self.operands:], b.operations[self.operations:]
+        b.values.truncate(self.values)
         del table.warnings[self.warnings:]
         for cache in (table.cache, table.float_cache):
             for t in [t for t, idx in cache.items() if idx >= self.operands]:
@@ -169,8 +170,7 @@ class _Subgraphs:
         out = []
         for b in self.builders:
             assert b is not None, "a referenced subgraph left unmapped"
-            base = (len(main.values) + 7) // 8 * 8
-            main.values.extend(b"\0" * (base - len(main.values)) + bytes(b.values))
+            base = main.values.extend(b.values)
             for operand in b.operands:
                 if operand.lifetime == L.CONSTANT_COPY:
                     operand.location.offset += base

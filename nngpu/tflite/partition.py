@@ -111,7 +111,9 @@ def plan_tflite(data: bytes, fallback: bool = True, supported: Supported | None 
         if flags is None or all(flags):
             ops = [op.index for op in graph.operators if op.index not in skip]
             part = Partition(False, ops, list(graph.inputs), list(graph.outputs), whole)
-            outline = replace(graph, tensors=[], subgraphs=[])  # no host partition to cut: drop the weights
+            # no host partition to cut: drop the weights, and the option tables that hold the file
+            outline = replace(graph, tensors=[], subgraphs=[],
+                              operators=[replace(op, options=None) for op in graph.operators])
             return PartitionPlan(b"", outline, [part], sorted(skip), file_ops, whole.inputs, whole.outputs)
     host = _trial_host_ops(graph, skip)
     if isinstance(first, UnsupportedOperatorError) and not host:

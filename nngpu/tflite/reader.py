@@ -5,6 +5,7 @@ The first subgraph is the model; the others (IF branches, WHILE condition and bo
 into TFLiteGraph.subgraphs, indexed as TFLite numbers them (subgraphs[0] is the model itself)."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,7 +97,7 @@ class TFLiteGraph:
     outputs: list[int]
     description: str = ""
     extra: dict = field(default_factory=dict)
-    subgraphs: list[TFLiteGraph] = field(default_factory=list)  # all of the file's, this one first
+    subgraphs: list[TFLiteGraph] = field(default_factory=list)  # the main graph's: all of the file's, itself first
     name: str = ""
 
 
@@ -318,6 +319,7 @@ def read_tflite(data: bytes) -> TFLiteGraph:
         raise TFLiteFormatError(f"corrupt .tflite flatbuffer: {type(e).__name__}: {e}") from e
     main = graphs[0]
     main.description = desc
-    for g in graphs:
-        g.subgraphs = graphs
+    # only the main graph lists them, itself weakly: no reference cycle keeps the file's bytes
+    # (which the tensors view) alive after the import, until a garbage collection
+    main.subgraphs = [weakref.proxy(main), *graphs[1:]]
     return main

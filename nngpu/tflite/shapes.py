@@ -37,7 +37,7 @@ def settle_shapes(table: OperandTable) -> None:
         o = operands[i]
         if o.lifetime != L.CONSTANT_COPY:
             return None
-        raw = bytes(b.values[o.location.offset: o.location.offset + o.location.length])
+        raw = b.values.read(o.location.offset, o.location.length)
         return np.frombuffer(raw, dtype_of(o.type)).reshape(o.dimensions or ())
 
     for operation in b.operations:
