@@ -25,6 +25,10 @@ FAILED=0
 if [ -d .gpu-bundle/models ]; then
     export NNGPU_MODELS="$PWD/.gpu-bundle/models"
 fi
+if [ -d .gpu-bundle/kernels ]; then
+    # the kernels ci/gpu-bundle.sh compiled ahead (`nngpu cache build`): the sweep loads them
+    export NNGPU_CACHE_DIR="$PWD/.gpu-bundle/kernels"
+fi
 if [ -z "${PY:-}" ] && [ -d .gpu-bundle/wheels ]; then
     # The bundle of ci/gpu-bundle.sh (the lent machine reaches nothing): the system's Python with
     # its own CuPy, numpy and pytest, the bundled wheels beside it, this checkout on the path.

@@ -64,7 +64,12 @@ def cache_dir(create: bool = True) -> Path:
 CACHE_SUFFIX = ".bin"  # every cache entry; `nngpu cache clear` removes only these
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def entry_path(key: str) -> Path:
+    """Where the disk cache keeps the binary of cache key `key`."""
+    return cache_dir() / f"{key}{CACHE_SUFFIX}"
+
+
+def write_atomically(path: Path, data: bytes) -> None:
     """Write through a private temporary file and rename it into place, so that another process
     sharing the cache never reads a half-written binary."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
@@ -196,13 +201,13 @@ class Backend(ABC):
             if entry is None and programs is not None and key in programs.given:
                 entry = self._load(programs.given[key], key)
             if entry is None:
-                path = cache_dir() / f"{key}{CACHE_SUFFIX}"
+                path = entry_path(key)
                 binary = _read(path)
                 entry = None if binary is None else self._load(binary, path.name)
                 if entry is None:
                     binary, program = self.build(source)
                     entry = program, binary
-                    _write_atomically(path, binary)
+                    write_atomically(path, binary)
                     if programs is not None:
                         programs.built += 1
             self._programs[key] = entry

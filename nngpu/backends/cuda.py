@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from ..hal.types import DeviceType
-from .base import Backend
+from .base import Backend, cache_key
 
 BLOCK = 256
 
@@ -38,6 +38,13 @@ def compile_cubin(source: str, name: str, arch: str = "sm_90", options: tuple[st
         return nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)
+
+
+def unit_cache_key(arch: str, source: str) -> str:
+    """The kernel cache's key for a translation unit compiled for `arch`: the one a CudaBackend
+    on a device of that architecture looks up (Backend.compile), so units compiled ahead where
+    no GPU is (`nngpu cache build`) are loaded there instead of compiled."""
+    return cache_key(CudaBackend.name, arch, source)
 
 
 # cudaError codes (runtime and driver alike) after which the context is unusable: an illegal

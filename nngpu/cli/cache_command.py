@@ -1,8 +1,13 @@
-"""`nngpu cache info|clear`: the kernel cache ($NNGPU_CACHE_DIR, else $XDG_CACHE_HOME/nngpu/kernels).
+"""`nngpu cache info|clear|build`: the kernel cache ($NNGPU_CACHE_DIR, else $XDG_CACHE_HOME/nngpu/kernels).
 
 `clear` removes only the cache's own entries, so pointing NNGPU_CACHE_DIR at a shared folder is
 safe. PoCL keeps a cache of its own ($XDG_CACHE_HOME/pocl) for the code it generates at a
-kernel's first launch; `info` names it."""
+kernel's first launch; `info` names it.
+
+`build --arch sm_90 MODEL... | --corpus DIR` compiles the CUDA kernels of models (or of a
+conformance corpus's cases) with NVRTC, with no GPU needed, into the cache; a GPU machine of that
+architecture given the folder (NNGPU_CACHE_DIR) then loads them instead of compiling at prepare.
+OpenCL binaries are the device driver's own: a first run on the device fills the cache."""
 from __future__ import annotations
 
 import os
@@ -12,9 +17,20 @@ from .errors import CLIError
 
 
 def add_parser(sub, common) -> None:
-    c = sub.add_parser("cache", parents=[common], help="show or clear the kernel cache",
+    c = sub.add_parser("cache", parents=[common], help="show, clear or build the kernel cache",
                        description=__doc__.split("\n\n")[0])
-    c.add_argument("action", choices=("info", "clear"))
+    actions = c.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=type(c))
+    actions.add_parser("info", parents=[common], help="where the cache is and what it holds")
+    actions.add_parser("clear", parents=[common], help="remove the cache's entries")
+    b = actions.add_parser("build", parents=[common], help="compile CUDA kernels ahead, with no GPU",
+                           description=__doc__.split("\n\n")[2])
+    b.add_argument("models", nargs="*", metavar="MODEL", help=".tflite or corpus-format .json models")
+    b.add_argument("--backend", default="cuda", help="the backend to compile for (cuda)")
+    b.add_argument("--arch", default="sm_90", help="the CUDA architecture (default sm_90)")
+    b.add_argument("--corpus", metavar="DIR", help="every case of a conformance corpus folder")
+    b.add_argument("-k", metavar="PATTERN", help="with --corpus: only cases whose name contains one of these "
+                   "comma-separated words")
+    b.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="NVRTC compiles at once (default: the CPUs)")
     c.set_defaults(func=run)
 
 
@@ -37,6 +53,10 @@ def run(args) -> int:
     from ..backends.base import cache_dir
     from ..driver.cache_files import KEY_FILE
 
+    if args.action == "build":
+        from .cache_build import build
+
+        return build(args)
     root = cache_dir(create=False)
     entries = _entries(root)
     if args.action == "info":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -36,7 +36,7 @@ def add_parser(sub, common) -> None:
     c.add_argument("--timing", action="store_true", help="measure timing (MeasureTiming::YES)")
     c.add_argument("-k", help="only cases whose name contains one of these comma-separated strings")
     c.add_argument("--version", help="only these corpus folders, e.g. V1_0,V1_1")
-    c.add_argument("--json", metavar="FILE", help="write one JSON record per case and path")
+    c.add_argument("--json", metavar="FILE", help="write one JSON record per case and path, each as it is judged")
     c.add_argument("--service", action="store_true",
                    help="run the cases through a spawned `nngpu serve --backend B` (nngpu.connect) on a private socket")
     c.set_defaults(func=run)
@@ -109,7 +109,8 @@ def run(args) -> int:
     measure = MeasureTiming.YES if args.timing else MeasureTiming.NO
     records = []
     t0 = time.perf_counter()
-    with _device_source(args) as (device, backend, gone):
+    stream = open(json_file, "w") if json_file is not None else nullcontext()
+    with stream as out, _device_source(args) as (device, backend, gone):
         with progress.bar(len(cases), f"cts {backend}" + (" (service)" if args.service else ""), "case") as bar:
             for case in cases:
                 reason = gone()  # a dead service fails the cases left at once, with why
@@ -117,6 +118,9 @@ def run(args) -> int:
                     run_case(device, backend, case, paths, measure, face)
                 for rec in recs:
                     records.append(rec)
+                    if out is not None:   # a line per record as it comes: a run cut short keeps its results
+                        out.write(json.dumps(rec.as_json()) + "\n")
+                        out.flush()
                     if args.verbose or rec.result == "failed":
                         print(f"{rec.result.upper():7s} {rec.path:6s} {rec.version}/{rec.name}: {rec.detail}",
                               flush=True)
@@ -131,10 +135,6 @@ def run(args) -> int:
         print(f"skipped ({len(skipped)}):")
         for r in skipped:
             print(f"  {r.path:6s} {r.version}/{r.name}: {r.detail}")
-    if json_file is not None:
-        with open(json_file, "w") as f:
-            for r in records:
-                f.write(json.dumps(r.as_json()) + "\n")
     print(f"wall time {time.perf_counter() - t0:.1f} s over {len(cases)} cases")
     print(f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     sys.stdout.flush()
