@@ -85,3 +85,17 @@ def test_no_launch_from_another_thread_lands_in_an_open_capture(monkeypatch):
     for thread, issuers in captures.graphs:
         assert set(issuers) == {thread}, "another thread's work was recorded into a capture"
     assert runs[0] > 0 and wrong == []
+
+
+def test_ibuffer_transfers_under_capture_count_one_each(monkeypatch):
+    """The IBuffer chain of tests/driver/test_buffer.py on a backend that captures graphs: a
+    device input is one device copy, the host input one upload, the output one download,
+    whether the run goes step by step or replays a graph that recorded them."""
+    from tests.driver.test_buffer import prepare
+    from tests.driver.test_buffer import test_execution_chained_through_device_memory_matches_pools as chain
+
+    monkeypatch.setattr(nngpu.backends, "create", lambda name: CapturingHostBackend(Captures()))
+    device = Device("cuda")
+    prepared = prepare(device)
+    for _ in range(3):   # first step by step (a new source: the IBuffer), then from the graph
+        chain(device, prepared, monkeypatch)
