@@ -14,11 +14,17 @@ from .base import Backend, cache_key
 BLOCK = 256
 
 
+# With a ROCm build of CuPy there is no sm_XX to compile for, no cubin and no stream capture:
+# the backend refuses to start rather than fail every compile (`auto` then picks OpenCL).
+HIP_REASON = ("CuPy is a ROCm (HIP) build: the CUDA backend compiles NVRTC cubins and captures CUDA graphs, "
+              "which HIP lacks; on an AMD GPU use the opencl backend")
+
+
 def available() -> bool:
     try:
         import cupy
 
-        return bool(cupy.cuda.is_available())
+        return bool(cupy.cuda.is_available()) and not cupy.cuda.runtime.is_hip
     except Exception:
         return False
 
@@ -61,6 +67,8 @@ class CudaBackend(Backend):
     def __init__(self) -> None:
         import cupy
 
+        if cupy.cuda.runtime.is_hip:
+            raise RuntimeError(HIP_REASON)
         super().__init__()
         self.cp = cupy
         dev = cupy.cuda.Device()
