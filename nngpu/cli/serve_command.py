@@ -42,11 +42,13 @@ def _stop(signum, _frame) -> None:
 
 
 def run(args) -> int:
+    from ..service.device_keeper import DeviceKeeper
     from ..service.listen import ListenError, Listener, default_socket_path
     from ..service.process import accept_loop
 
     path = Path(args.socket) if args.socket else default_socket_path()
-    device = open_device(args.backend)
+    first = open_device(args.backend)
+    device = DeviceKeeper(lambda: open_device(args.backend), first)   # renewed after a device fault
     # Our handlers before the socket exists, so that no signal can leave the file behind.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stop)

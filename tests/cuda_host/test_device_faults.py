@@ -1,7 +1,7 @@
 """A sticky device fault (an illegal address, a device lost) on the host CUDA backend, injected
 at a kernel launch: the execution answers DEVICE_UNAVAILABLE, so does every later call on that
 Device (executions, prepares, its status OFFLINE) without touching the device again, and a new
-Device recovers."""
+Device recovers; `nngpu serve` makes the new one itself."""
 from __future__ import annotations
 
 import shutil
@@ -88,3 +88,41 @@ def test_an_ordinary_failure_leaves_the_device_available(faulty, monkeypatch):
     faulty.armed = False
     assert device.getStatus() == DeviceStatus.AVAILABLE
     assert run_model(model, inputs, [24], device).status == ErrorStatus.NONE
+
+
+def test_the_service_serves_on_a_new_device_after_a_fault(faulty, tmp_path_factory):
+    """`nngpu serve` (its accept loop over a DeviceKeeper): after a sticky fault, the lost
+    device's prepared model answers DEVICE_UNAVAILABLE, and the client's next calls reach a new
+    device, on the same connection: status AVAILABLE, a new prepare runs right."""
+    import socket
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    import nngpu
+    from nngpu.service.device_keeper import DeviceKeeper
+    from nngpu.service.listen import Listener
+    from nngpu.service.process import accept_loop
+
+    model, inputs = _model()
+    with tempfile.TemporaryDirectory(prefix="nngpu-f", dir="/tmp") as d:   # a short socket path
+        listener = Listener(Path(d) / "s.sock", strict_dir=False)
+        keeper = DeviceKeeper(lambda: Device("cuda"))
+        loop = threading.Thread(target=accept_loop, args=(listener.sock, keeper), daemon=True)
+        loop.start()
+        try:
+            with nngpu.connect(str(listener.path)) as remote:
+                assert run_model(model, inputs, [24], remote).status == ErrorStatus.NONE
+                lost = keeper.current()
+                faulty.armed = True
+                assert run_model(model, inputs, [24], remote).status == ErrorStatus.DEVICE_UNAVAILABLE
+                faulty.armed = False
+                assert remote.getStatus() == DeviceStatus.AVAILABLE   # a new device answers
+                assert keeper.current() is not lost
+                result = run_model(model, inputs, [24], remote)
+                assert result.status == ErrorStatus.NONE
+                np.testing.assert_array_equal(result.outputs[0], np.zeros((2, 3), np.float32))
+        finally:
+            listener.sock.shutdown(socket.SHUT_RDWR)   # wakes the accept loop, which ends once closed
+            listener.close()
+            loop.join(10)

@@ -1,0 +1,37 @@
+"""The device a service serves, renewed after a sticky fault: once the device's context is lost
+(an illegal address, a device lost), the next call a client makes reaches a new Device, so a
+service recovers without a restart. Prepared models, buffers and bursts of the lost device stay
+lost (DEVICE_UNAVAILABLE); a client prepares again."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+log = logging.getLogger("nngpu.service")
+
+
+class DeviceKeeper:
+    """Stands for the current Device: every attribute is the current device's."""
+
+    def __init__(self, make: Callable[[], Any], first: Any | None = None) -> None:
+        self._make = make
+        self._device = first if first is not None else make()
+        self._lock = threading.Lock()
+
+    def current(self) -> Any:
+        """The device, a new one in place of a lost one (the lost one if no new one can be made)."""
+        with self._lock:
+            lost = self._device.backend.health.lost
+            if lost is not None:
+                try:
+                    fresh = self._make()
+                except Exception as e:  # the GPU is gone for good: calls answer DEVICE_UNAVAILABLE
+                    log.error("the device was lost (%s) and no new one can be made: %s", lost, e)
+                else:
+                    log.warning("the device was lost (%s): serving on a new one", lost)
+                    self._device = fresh
+            return self._device
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.current(), name)
