@@ -14,7 +14,8 @@ import numpy as np
 from ..backends.base import Backend, ProgramSet
 from ..hal.types import Subgraph
 from ..ir.expr import Buffer
-from ..ir.kernel import Kernel, store
+from ..ir.kernel import store
+from ..ir.narrow import narrow_indices
 from ..ir.storage import STORAGE_DTYPE, storage_of
 from ..ir.tensor import BufferTensor, Compute, Tensor
 from ..ops.lib.dtypes import is_tensor
@@ -89,7 +90,7 @@ class _Lowering:
         while unique in self.names:
             unique, n = f"{name}_{n}", n + 1
         self.names.add(unique)
-        kernel = store(unique, out, value)
+        kernel = narrow_indices(store(unique, out, value))
         args = [b.key for b in kernel.inputs] + [out.key]
         return KernelStep(kernel, self.dialect, args, ops)
 

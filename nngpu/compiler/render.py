@@ -164,7 +164,7 @@ class _KernelWriter:
         self.line(r.store("out", k.out.storage, "i", value))
         sig = [r.param(b, self.params[b.key], True) for b in k.inputs] + [r.param(k.out, "out", False)]
         head = [f"{r.kernel_prefix} {k.name}({', '.join(sig)}) {{",
-                f"    {r.long_type} i = {r.gid};",
+                f"    {r.types[k.index.dtype]} i = {r.gid};",
                 f"    if (i >= {k.size}) return;"]
         return "\n".join(head + self.levels[0].lines + ["}"]) + "\n"
 
