@@ -36,8 +36,8 @@ def _divide(a: Range, b: Range, op: str) -> Range:
     """C's truncating `/` and `%`, for divisors of one sign."""
     if a is None or b is None or b[0] <= 0 <= b[1]:
         return None
-    if op == "/":
-        return _span([int(x / y) for x in a for y in b])
+    if op == "/":   # C truncates toward zero; exact in Python integers at any size
+        return _span([(abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1) for x in a for y in b])
     m = max(abs(b[0]), abs(b[1])) - 1            # |a % b| < |b|, with a's sign
     return (0 if a[0] >= 0 else -min(m, -a[0]), 0 if a[1] <= 0 else min(m, a[1]))
 
