@@ -13,12 +13,11 @@ from nngpu.aidl import AidlDevice, PreparedModelCallback, from_core
 from nngpu.backends import device_backends
 from nngpu.hal.aidl import types as A
 from nngpu.hal.types import ErrorStatus, ExecutionPreference, Priority
-from nngpu.json_models import build_model, build_request, load_file
+from nngpu.json_models import build_model, build_request
 
-from tests.driver.test_compilation_cache import CASES, CORPUS
+from tests.driver.test_compilation_cache import CASES, FAILED, case_of
 
 TOKEN = bytes(range(32))
-FAILED = (ErrorStatus.GENERAL_FAILURE, ErrorStatus.INVALID_ARGUMENT)
 
 
 @pytest.fixture(autouse=True)
@@ -52,11 +51,6 @@ def files(tmp_path):
     f.close()
 
 
-def _case(kind: str):
-    path, k = CASES[kind]
-    return load_file(CORPUS / path)[k]
-
-
 def _save(device: AidlDevice, case, fds, token=TOKEN):
     cb = PreparedModelCallback()
     device.prepareModel(from_core.model(build_model(case, False)), ExecutionPreference.FAST_SINGLE_ANSWER,
@@ -86,7 +80,7 @@ def _outputs(prepared, case) -> bytes:
 @pytest.mark.parametrize("backend", ["numpy", *device_backends()])
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_save_and_retrieve(backend, kind, files):
-    device, case = AidlDevice(backend=backend), _case(kind)
+    device, case = AidlDevice(backend=backend), case_of(kind)
     files_needed = device.getNumberOfCacheFilesNeeded()
     saved = _save(device, case, files.fds(files_needed.numModelCache, files_needed.numDataCache))
     status, restored = _restore(device, files.fds())
@@ -95,7 +89,7 @@ def test_save_and_retrieve(backend, kind, files):
 
 
 def test_wrong_token_corruption_and_counts_fail(files):
-    device, case = AidlDevice(backend="numpy"), _case("float32")
+    device, case = AidlDevice(backend="numpy"), case_of("float32")
     _save(device, case, files.fds())
     assert _restore(device, files.fds(), token=bytes(32))[0] in FAILED
     assert _restore(device, files.fds(model=2))[0] in FAILED

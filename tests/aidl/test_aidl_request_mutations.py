@@ -6,8 +6,7 @@ executeSynchronously and createReusableExecution. The mutations are those of HID
 padding, the Memory and RequestMemoryPool unions, fds and tokens."""
 from __future__ import annotations
 
-import copy
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -18,20 +17,10 @@ from nngpu.json_models import build_request
 from nngpu.modelutil import as_model_1_3
 
 from tests.aidl.aidl_util import raised
-from tests.validation.test_request_mutations import SAMPLE
+from tests.validation.test_request_mutations import (SAMPLE, _args, add_argument, bad_pool_index, remove_argument,
+                                                     variant, wrong_dims)
+from tests.validation.test_request_mutations import malformed as hidl_malformed
 from tests.validation.vts_mutations import sample_cases, sample_model
-
-
-def variant(r: A.Request, edit: Callable[[A.Request], None]) -> A.Request:
-    out = A.Request(copy.deepcopy(r.inputs), copy.deepcopy(r.outputs), list(r.pools))
-    edit(out)
-    return out
-
-
-def _args(r: A.Request) -> Iterator[tuple[str, int]]:
-    for kind in ("inputs", "outputs"):
-        for k in range(len(getattr(r, kind))):
-            yield kind, k
 
 
 def _pool_size(r: A.Request, index: int) -> int:
@@ -39,12 +28,8 @@ def _pool_size(r: A.Request, index: int) -> int:
 
 
 def structure(r: A.Request, model) -> Iterator[tuple[str, A.Request]]:
-    for kind, k in _args(r):
-        yield f"{kind}[{k}] removed", variant(r, lambda x: getattr(x, kind).pop(k))
-        yield f"{kind}[{k}] pool index {len(r.pools)}", \
-            variant(r, lambda x: setattr(getattr(x, kind)[k].location, "poolIndex", len(x.pools)))
-    for kind in ("inputs", "outputs"):
-        yield f"extra {kind[:-1]}", variant(r, lambda x: getattr(x, kind).append(copy.deepcopy(getattr(x, kind)[0])))
+    for mutations in (remove_argument, bad_pool_index, add_argument):
+        yield from mutations(r, model)
 
 
 def regions(r: A.Request, model) -> Iterator[tuple[str, A.Request]]:
@@ -61,16 +46,7 @@ def regions(r: A.Request, model) -> Iterator[tuple[str, A.Request]]:
 
 
 def dimensions(r: A.Request, model) -> Iterator[tuple[str, A.Request]]:
-    for kind, k in _args(r):
-        idx = (model.main.inputIndexes if kind == "inputs" else model.main.outputIndexes)[k]
-        dims = model.main.operands[idx].dimensions
-        if not dims:
-            continue
-        yield f"{kind}[{k}] rank {len(dims) + 1}", \
-            variant(r, lambda x: setattr(getattr(x, kind)[k], "dimensions", list(dims) + [1]))
-        if dims[0]:
-            yield f"{kind}[{k}] dimension 0 changed", \
-                variant(r, lambda x: setattr(getattr(x, kind)[k], "dimensions", [dims[0] + 1, *dims[1:]]))
+    yield from wrong_dims(r, model.main)
 
 
 def no_value(r: A.Request, model) -> Iterator[tuple[str, A.Request]]:
@@ -101,10 +77,7 @@ def pools(r: A.Request, model) -> Iterator[tuple[str, A.Request]]:
 
 
 def malformed(r: A.Request, model) -> Iterator[tuple[str, A.Request]]:
-    yield "inputs is None", variant(r, lambda x: setattr(x, "inputs", None))
-    yield "an argument is an int", variant(r, lambda x: x.outputs.__setitem__(0, 7))
-    yield "negative offset", variant(r, lambda x: setattr(x.inputs[0].location, "offset", -1))
-    yield "dimensions hold a string", variant(r, lambda x: setattr(x.inputs[0], "dimensions", ["2"]))
+    yield from hidl_malformed(r, model)
     yield "a location is a tuple", variant(r, lambda x: setattr(x.inputs[0], "location", (0, 0, 4, 0)))
 
 

@@ -34,7 +34,8 @@ SAMPLE = [
 
 
 def clone(r: Request) -> Request:
-    return Request(copy.deepcopy(r.inputs), copy.deepcopy(r.outputs), list(r.pools))
+    """A copy to mutate, of the request's own type (the AIDL mutations use these too)."""
+    return type(r)(copy.deepcopy(r.inputs), copy.deepcopy(r.outputs), list(r.pools))
 
 
 def variant(r: Request, edit: Callable[[Request], None]) -> Request:
