@@ -66,8 +66,8 @@ def model_units(model, inputs: Sequence[np.ndarray | None]) -> list[str]:
 def prebuild(units: Sequence[str], arch: str, jobs: int = 1) -> Prebuilt:
     """Compile each unit the cache lacks for `arch` and write it there (NVRTC runs outside the
     GIL: `jobs` threads compile at once)."""
-    missing = {unit_cache_key(arch, u): u for u in units}
-    missing = {k: u for k, u in missing.items() if not entry_path(k).is_file()}
+    keyed = {unit_cache_key(arch, u): u for u in units}
+    missing = {k: u for k, u in keyed.items() if not entry_path(k).is_file()}
 
     def build(item: tuple[str, str]) -> None:
         key, source = item
@@ -75,4 +75,4 @@ def prebuild(units: Sequence[str], arch: str, jobs: int = 1) -> Prebuilt:
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         list(pool.map(build, missing.items()))
-    return Prebuilt(len(missing), len(set(unit_cache_key(arch, u) for u in units)) - len(missing))
+    return Prebuilt(len(missing), len(keyed) - len(missing))

@@ -17,6 +17,9 @@ from nngpu.hal.types import OperationType as Op
 from nngpu.session import Session
 from nngpu.testing import output, scalar, single_op_model, tensor
 
+from tests.driver.test_buffer import prepare
+from tests.driver.test_buffer import test_execution_chained_through_device_memory_matches_pools as chain
+
 from .capture_backend import Captures, CapturingHostBackend
 
 pytestmark = pytest.mark.skipif(not shutil.which("g++"), reason="no g++ on this machine")
@@ -91,9 +94,6 @@ def test_ibuffer_transfers_under_capture_count_one_each(monkeypatch):
     """The IBuffer chain of tests/driver/test_buffer.py on a backend that captures graphs: a
     device input is one device copy, the host input one upload, the output one download,
     whether the run goes step by step or replays a graph that recorded them."""
-    from tests.driver.test_buffer import prepare
-    from tests.driver.test_buffer import test_execution_chained_through_device_memory_matches_pools as chain
-
     monkeypatch.setattr(nngpu.backends, "create", lambda name: CapturingHostBackend(Captures()))
     device = Device("cuda")
     prepared = prepare(device)

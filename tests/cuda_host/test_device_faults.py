@@ -5,15 +5,23 @@ Device recovers; `nngpu serve` makes the new one itself."""
 from __future__ import annotations
 
 import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import nngpu
 import nngpu.backends
 from nngpu.driver.callbacks import PreparedModelCallback
 from nngpu.driver.device import Device
 from nngpu.hal import OperandType as T
 from nngpu.hal.types import DeviceStatus, ErrorStatus, ExecutionPreference, OperationType as Op
+from nngpu.service.device_keeper import DeviceKeeper
+from nngpu.service.listen import Listener
+from nngpu.service.process import accept_loop
 from nngpu.testing import output, run_model, scalar, single_op_model, tensor
 
 from .host_backend import HostCudaBackend
@@ -94,16 +102,6 @@ def test_the_service_serves_on_a_new_device_after_a_fault(faulty, tmp_path_facto
     """`nngpu serve` (its accept loop over a DeviceKeeper): after a sticky fault, the lost
     device's prepared model answers DEVICE_UNAVAILABLE, and the client's next calls reach a new
     device, on the same connection: status AVAILABLE, a new prepare runs right."""
-    import socket
-    import tempfile
-    import threading
-    from pathlib import Path
-
-    import nngpu
-    from nngpu.service.device_keeper import DeviceKeeper
-    from nngpu.service.listen import Listener
-    from nngpu.service.process import accept_loop
-
     model, inputs = _model()
     with tempfile.TemporaryDirectory(prefix="nngpu-f", dir="/tmp") as d:   # a short socket path
         listener = Listener(Path(d) / "s.sock", strict_dir=False)
