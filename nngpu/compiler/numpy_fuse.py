@@ -4,6 +4,7 @@ An 8-bit elementwise operation of one tensor is a 256-entry table (ops/lib/byte_
 of two tensors a 65,536-entry one. Where a table step reads only values derived by tables from
 one tensor x, its result is a function of x alone, and its table composes at prepare:
     T2(T1(x))      -> table[b] = T2[byte of T1[b]]
+    f(T1(x))       -> table[b] = f(T1[b])     (f elementwise: QUANTIZE of a DEQUANTIZE's table)
     P(x, T1(x))    -> table[b] = P[b * 256 + byte of T1[b]]       (and P(T1(x), x) likewise)
 The swish of a quantized EfficientNet, MUL(x, LOGISTIC(x)), becomes one lookup in x. A step whose
 every reader was fused away, and which is no graph output, is dropped. The tables are the
@@ -15,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ops.lib.byte_tables import ByteTable, PairTable
+from ..ops.lib.byte_tables import ByteTable, ElementwiseMap, PairTable
 from .steps import BoundStep
 
 
@@ -27,10 +28,12 @@ def _bytes(table: np.ndarray) -> np.ndarray:
 def _composed(step: BoundStep, producers: dict[int, BoundStep]) -> tuple[int, np.ndarray] | None:
     """(x, the table of `step` as a function of x's byte), when it is one."""
     kernel = step.kernel
-    if isinstance(kernel, ByteTable):
+    if isinstance(kernel, (ByteTable, ElementwiseMap)):
         inner = producers.get(step.inputs[0])
         if inner is None or not isinstance(inner.kernel, ByteTable):
             return None
+        if isinstance(kernel, ElementwiseMap):
+            return inner.inputs[0], kernel.fn(inner.kernel.table)
         return inner.inputs[0], kernel.table[_bytes(inner.kernel.table)]
     if not isinstance(kernel, PairTable) or step.inputs[0] == step.inputs[1]:
         return None

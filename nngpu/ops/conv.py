@@ -38,6 +38,7 @@ from .lib.conv_kernels import (
     float_epilogue,
     grouped_forward,
     operands,
+    quant_accumulators,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
 from .lib.device import QUANT8, activation, floats
@@ -148,12 +149,12 @@ def _bind(kind: str):
         layer = bound_quant_layer(node, 3 if kind == "depthwise" else 0, p.activation)
         if layer is None:                       # a sum of products past float64's exact integers
             return None
-        (fq, epilogue), zx = layer, node.in_operand(0).zeroPoint
+        fq, epilogue = layer
+        accumulators = quant_accumulators(kind, fq, node.in_operand(0).zeroPoint, p.multiplier,
+                                          g.groups, g.win, g.oh, g.ow)
 
         def quant_kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
-            x = ins[0].astype(fq.dtype)
-            x -= zx                              # padding added later is then the zero point
-            epilogue(forward(x, fq, None), outs[0])
+            epilogue(accumulators(ins[0]), outs[0])
             return outs
         return quant_kernel
     return bind

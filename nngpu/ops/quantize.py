@@ -8,13 +8,15 @@ reference over the 256 stored values, or per channel multiplies by the channel's
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Compute, Expr, Tensor, const, fn
 from .lib.broadcast import check_rank
-from .lib.byte_tables import reference_byte_table
+from .lib.byte_tables import ElementwiseMap, reference_byte_table
 from .lib.device import FLOATS, QUANT8
 from .lib.dtypes import dtype_of, quant_range
 from .lib.elementwise_device import clamped, input_type_in, per_element, table_of
@@ -30,20 +32,28 @@ _Q8, _Q8S, _Q8SYMM, _Q8PC = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED
 _SATURATED = 1.0e9
 
 
-def _quantize(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.input(0).astype(np.float32)
+def _quantizer(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
+    """x (float) -> the output operand's quantized values, as the reference computes them."""
     o = ctx.out_operand(0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # divide in float32 as the reference, round in float64 (float32 x + 0.5 can round up)
-        q = round_half_away((x / np.float32(o.scale)).astype(np.float64)) + o.zeroPoint
-    lo, hi = quant_range(o.type)
-    q = np.nan_to_num(q, nan=0.0)  # NaN has no defined quantized value; pick the zero point's side
-    return [np.clip(q, lo, hi).astype(dtype_of(o.type))]
+    scale, zero_point, (lo, hi), dtype = np.float32(o.scale), o.zeroPoint, quant_range(o.type), dtype_of(o.type)
+
+    def quantize(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # divide in float32 as the reference, round in float64 (float32 x + 0.5 can round up)
+            q = round_half_away((x.astype(np.float32) / scale).astype(np.float64)) + zero_point
+        q = np.nan_to_num(q, nan=0.0)  # NaN has no defined quantized value; pick the zero point's side
+        return np.clip(q, lo, hi).astype(dtype)
+    return quantize
+
+
+def _quantize(ctx: OpContext) -> list[np.ndarray]:
+    return [_quantizer(ctx)(ctx.input(0))]
 
 
 QUANTIZE = register(OpSpec(Op.QUANTIZE, [sig([f], [q], v) for f in (_F16, _F32)
                                          for q, v in ((_Q8, V.V1_2), (_Q8S, V.V1_3))], _quantize,
-                           shape=same_shape(0), pattern=Pattern.ELEMENTWISE))
+                           shape=same_shape(0), pattern=Pattern.ELEMENTWISE,
+                           bind=lambda node: ElementwiseMap(_quantizer(node))))
 
 
 @QUANTIZE.device(input_type_in(FLOATS, 0))

@@ -59,3 +59,24 @@ def test_a_pair_of_two_tensors_is_not_fused():
     b.output(b.op(Op.MUL, [b.input(t, (3, 128), 0.06, 120), y, b.constant(T.INT32, Act.RELU)], t, (3, 128), 0.05, 7))
     inputs = [np.arange(128, dtype=np.uint8).reshape(1, 128), np.arange(384).astype(np.uint8).reshape(3, 128)]
     assert _run(b.build(), inputs) == [Op.LOGISTIC, Op.MUL]
+
+
+@pytest.mark.parametrize("t", list(_TYPES))
+def test_dequantize_then_quantize_becomes_one_lookup(t):
+    """A uint8 input requantized to int8 through float (as the TFLite importer maps it), over
+    every byte; QUANTIZE's float function applied to DEQUANTIZE's table."""
+    lo, dtype = _TYPES[t]
+    b = ModelBuilder()
+    x = b.input(t, (2, 128), 0.07, lo + 99)
+    f = b.op(Op.DEQUANTIZE, [x], T.TENSOR_FLOAT32, (2, 128))
+    b.output(b.op(Op.QUANTIZE, [f], T.TENSOR_QUANT8_ASYMM_SIGNED, (2, 128), 0.05, -3))
+    assert _run(b.build(), [np.arange(lo, lo + 256).astype(dtype).reshape(2, 128)]) == [Op.QUANTIZE]
+
+
+def test_a_bound_quantize_of_floats_gives_the_reference_bits():
+    """QUANTIZE's bound kernel on floats of every kind: ties, saturation, infinities and NaN."""
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, (64,))
+    b.output(b.op(Op.QUANTIZE, [x], T.TENSOR_QUANT8_ASYMM, (64,), 0.5, 100))
+    values = np.concatenate([np.arange(-30, 30) * 0.25, [np.nan, np.inf, -np.inf, 3e38]]).astype(np.float32)
+    assert _run(b.build(), [values]) == [Op.QUANTIZE]

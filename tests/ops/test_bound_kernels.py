@@ -58,6 +58,10 @@ CASES = {
                             _explicit((0, 0, 0, 0), (2, 2), Act.RELU, 1)),
     "depthwise-window-s2": (Op.DEPTHWISE_CONV_2D, (1, 9, 9, 70), (1, 3, 3, 70), (1, 5, 5, 70),
                             _explicit((1, 1, 1, 1), (2, 2), Act.RELU1, 1)),
+    "depthwise-dilated": (Op.DEPTHWISE_CONV_2D, (1, 7, 8, 3), (1, 3, 3, 6), (1, 7, 6, 6),
+                          _explicit((1, 1, 2, 2), (1, 1), Act.NONE, 2) + [(T.BOOL, False), (I32, 2), (I32, 2)]),
+    "conv-dilated": (Op.CONV_2D, (1, 7, 8, 3), (4, 3, 3, 3), (1, 4, 2, 4),
+                     _explicit((0, 0, 1, 0), (2, 1), Act.RELU) + [(T.BOOL, False), (I32, 2), (I32, 2)]),
 }
 
 
@@ -121,12 +125,12 @@ def _quant_model(op: Op, x_shape, f_shape, out_shape, scalars, kind: str):
 
 @pytest.mark.parametrize("kind", ["asymm", "signed", "per-channel"])
 @pytest.mark.parametrize("name", CASES)
-def test_bound_quantized_convolution_gives_the_reference_bits(name, kind):
+def test_bound_quantized_convolution_gives_the_reference_bits(name, kind, cpu_loops):
     _check_bound(*_quant_model(*CASES[name], kind))
 
 
 @pytest.mark.parametrize("t", [T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED])
-def test_bound_quantized_fully_connected_gives_the_reference_bits(t):
+def test_bound_quantized_fully_connected_gives_the_reference_bits(t, cpu_loops):
     rq = np.random.default_rng([23, int(t)])
     lo, dtype = (0, np.uint8) if t == T.TENSOR_QUANT8_ASYMM else (-128, np.int8)
     b = ModelBuilder()
@@ -175,7 +179,7 @@ def test_bound_quantized_binary_pair_table_gives_the_reference_bits(op, t):
         _check_bound(b.build(), [a, bv])
 
 
-def test_quantized_convolution_computes_in_float32_only_while_sums_are_exact(monkeypatch):
+def test_quantized_convolution_computes_in_float32_only_while_sums_are_exact(monkeypatch, cpu_loops):
     """A filter whose sums can pass 2^24 runs the GEMM in float64, and still exactly."""
     from nngpu.ops import conv
     chosen = []

@@ -1,11 +1,13 @@
 """byte_lookup / pair_lookup against plain fancy indexing: blocks across a tensor larger than
-one block, broadcast and strided operands, int8 bytes."""
+one block, broadcast and strided operands, int8 bytes; compiled and numpy alike."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from nngpu.ops.lib.byte_tables import byte_lookup, pair_lookup
+
+pytestmark = pytest.mark.usefixtures("cpu_loops")
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -36,3 +38,16 @@ def test_pair_lookup(dtype):
         pair_lookup(table, a, b, out)
         want = table[a.view(np.uint8).astype(np.intp) * 256 + b.view(np.uint8)]
         np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.bool_, np.int64])
+def test_lookups_of_every_entry_type(dtype):
+    """Tables of floats (DEQUANTIZE to float16 or float32), bools and wide integers."""
+    rng = np.random.default_rng(43)
+    table = rng.standard_normal(65536).astype(dtype)
+    a, b = rng.integers(0, 256, (2, 6, 9)).astype(np.uint8)
+    out = np.empty(a.shape, dtype)
+    byte_lookup(table[:256], a, out)
+    np.testing.assert_array_equal(out, table[a])
+    pair_lookup(table, a, b[:1], out)
+    np.testing.assert_array_equal(out, table[a.astype(np.intp) * 256 + b[:1]])

@@ -1,6 +1,6 @@
 """FloatRequantizer: the float64 requantization of exact accumulators gives the int64
 reference's MultiplyByQuantizedMultiplier bits, ties included, and takes the int64 path when
-its exactness bound does not hold."""
+its exactness bound does not hold; as numpy passes and as the compiled loop alike."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +8,8 @@ import pytest
 
 from nngpu.ops.lib.quant import multiply_by_quantized_multiplier, wrap_int32
 from nngpu.ops.lib.requant_float import FloatRequantizer
+
+pytestmark = pytest.mark.usefixtures("cpu_loops")
 
 
 def _reference(x: np.ndarray, mults, shifts, zp: int, lo: int, hi: int) -> np.ndarray:

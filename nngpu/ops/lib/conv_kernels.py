@@ -10,6 +10,9 @@ requantized per output channel like the reference. The numpy plan's bound layers
 2^24, and requantize in float64 (requant_float.py), bit for bit the same."""
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Callable
+
 import numpy as np
 
 from ..registry import OpContext, OpError
@@ -27,6 +30,7 @@ from .conv_common import (
     to_nhwc,
     window_view,
 )
+from . import jit
 from .quant import activation_range_quant
 from .requant_float import FloatRequantizer
 
@@ -190,6 +194,42 @@ def bound_quant_layer(ctx: OpContext, channel_dim: int, activation: int
     epilogue = FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bias,
                                 sums + float(np.abs(bias).max(initial=0.0)))
     return fq.astype(np.float32 if sums < 1 << 24 else np.float64, copy=False), epilogue
+
+
+def quant_accumulators(kind: str, fq: np.ndarray, zero_point: int, multiplier: int, groups: int,
+                       win: Window, oh: int, ow: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A bound quantized convolution's accumulators, x (stored integers, NHWC) -> [N,OH,OW,Cout]
+    exact in fq's float type (fq: the filter from bound_quant_layer). With the compiled loops
+    (jit.py), depthwise is one loop from the stored bytes, and a convolution's input is centered
+    and padded in one pass before its GEMM; else the numpy kernels run on x - zero point."""
+    loops = jit.kernels()
+    if loops is not None and kind == "depthwise":
+        taps = np.ascontiguousarray(fq.reshape(fq.shape[1:]))
+        zp = fq.dtype.type(zero_point)
+
+        def depthwise(x: np.ndarray) -> np.ndarray:
+            acc = np.empty((x.shape[0], oh, ow, taps.shape[2]), fq.dtype)
+            loops.depthwise_centered(x, zp, taps, multiplier, win.stride_h, win.stride_w,
+                                     win.dil_h, win.dil_w, win.pad_top, win.pad_left, acc)
+            return acc
+        return depthwise
+    if loops is not None and kind != "depthwise" and groups == 1:
+        zp, unpadded = fq.dtype.type(zero_point), replace(win, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)
+
+        def conv(x: np.ndarray) -> np.ndarray:
+            n, h, w, c = x.shape
+            xp = np.empty((n, h + win.pad_top + win.pad_bottom, w + win.pad_left + win.pad_right, c), fq.dtype)
+            loops.centered_padded(x, zp, win.pad_top, win.pad_left, xp)
+            return conv_forward(xp, fq, unpadded, oh, ow)
+        return conv
+
+    def numpy_kernels(x: np.ndarray) -> np.ndarray:
+        xq = x.astype(fq.dtype)
+        xq -= zero_point                          # padding added later is then the zero point
+        if kind == "depthwise":
+            return depthwise_forward(xq, fq, multiplier, win, oh, ow)
+        return grouped_forward(xq, fq, groups, win, oh, ow)
+    return numpy_kernels
 
 
 def quant_filter(ctx: OpContext) -> np.ndarray:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import jit
 from .quant import multiply_by_quantized_multiplier, wrap_int32
 
 # Elements per block of the passes: 256 KiB of float64, which stays in a core's L2.
@@ -75,6 +76,7 @@ class FloatRequantizer:
         self.max_one, self.max_two = float(self.limit_one.min()), float(self.limit_two.min())
         self.bound = bound if bound is not None and bound <= max(self.max_one, self.max_two) else None
         self._tiles: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self._per_channel: dict[int, dict[str, np.ndarray]] = {}
 
     @property
     def checked(self) -> bool:
@@ -95,6 +97,10 @@ class FloatRequantizer:
                 two = True
             else:
                 two = False
+        loops = jit.kernels()
+        if loops is not None and out.flags.c_contiguous:
+            self._compiled(loops, acc, out, two)
+            return out
         if not (acc.flags.c_contiguous and out.flags.c_contiguous):
             terms = {k: getattr(self, k) for k in _TERMS}
             self._block(acc.astype(np.float64), out, terms, two)
@@ -109,6 +115,25 @@ class FloatRequantizer:
             np.copyto(t[:k], block)
             self._block(t[:k], flat_out[r:r + rows], {n: v[:k] for n, v in terms.items()}, two)
         return out
+
+    def _compiled(self, loops, acc: np.ndarray, out: np.ndarray, two: bool) -> None:
+        """The same passes as _block, fused into one compiled loop over the whole array."""
+        channels = acc.shape[-1] if acc.ndim else 1
+        terms = self._per_channel.get(channels)
+        if terms is None:
+            step = self.step if self.corrects else np.zeros(1)
+            terms = {k: np.ascontiguousarray(np.broadcast_to(v, channels), dtype=np.float64)
+                     for k, v in (("m", self.m), ("offset", self.offset), ("m_high", self.m_high),
+                                  ("high_offset", self.high_offset), ("scale", self.scale), ("step", step))}
+            self._per_channel = {channels: terms}
+        rows_acc, rows_out = acc.reshape(-1, channels), out.reshape(-1, channels)
+        bounds = (float(self.lo + self.lift), float(self.hi + self.lift), self.lift, rows_out)
+        if two:
+            loops.requant_two_floors(rows_acc, terms["m_high"], terms["high_offset"], terms["scale"],
+                                     terms["step"], self.negative_below, *bounds)
+        else:
+            loops.requant_one_floor(rows_acc, terms["m"], terms["offset"], terms["step"],
+                                    self.negative_below, *bounds)
 
     def _need(self, acc: np.ndarray) -> np.ndarray:
         """Per channel, the largest of |acc|, |bias| and |acc + bias| over this call's values."""
