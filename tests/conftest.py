@@ -1,4 +1,6 @@
-"""Shared fixtures: the bundled corpus, the --full-cts switch, a numpy device."""
+"""Shared fixtures: the bundled corpus, the --full-cts switch, a numpy device, and `cpu_loops`,
+which runs a test once with the compiled CPU loops (ops/lib/jit.py, skipped where Numba is not
+installed) and once with the numpy passes they replace."""
 from __future__ import annotations
 
 import os
@@ -46,3 +48,13 @@ def device():
 
     return Device("numpy")
 
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def cpu_loops(request, monkeypatch) -> str:
+    from nngpu.ops.lib import jit
+
+    monkeypatch.setenv("NNGPU_JIT", "1" if request.param == "compiled" else "0")
+    if request.param == "compiled" and jit.kernels() is None:
+        pytest.skip(jit.unavailable_reason() or "no compiled loops")
+    return request.param

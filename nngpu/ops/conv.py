@@ -38,7 +38,8 @@ from .lib.conv_kernels import (
     float_epilogue,
     grouped_forward,
     operands,
-    quant_accumulators,
+    QuantConvKernel,
+    quant_forward,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
 from .lib.device import QUANT8, activation, floats
@@ -149,14 +150,8 @@ def _bind(kind: str):
         layer = bound_quant_layer(node, 3 if kind == "depthwise" else 0, p.activation)
         if layer is None:                       # a sum of products past float64's exact integers
             return None
-        fq, epilogue = layer
-        accumulators = quant_accumulators(kind, fq, node.in_operand(0).zeroPoint, p.multiplier,
-                                          g.groups, g.win, g.oh, g.ow)
-
-        def quant_kernel(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
-            epilogue(accumulators(ins[0]), outs[0])
-            return outs
-        return quant_kernel
+        return QuantConvKernel(quant_forward(kind, *layer, node.in_operand(0).zeroPoint, p.multiplier,
+                                             g.groups, g.win, g.oh, g.ow))
     return bind
 
 

@@ -1,6 +1,7 @@
 """The numpy plan's table fusion: MUL(x, LOGISTIC(x)) (a quantized swish), chains of tables and
 DEQUANTIZE compose into one lookup in x, with the reference's bits; a table still read elsewhere
-stays, and a pair of two tensors (broadcast here) is left alone."""
+stays, and a pair of two tensors (broadcast here) is left alone; a lookup that alone reads a
+quantized convolution's output runs inside the convolution."""
 from __future__ import annotations
 
 import numpy as np
@@ -80,3 +81,33 @@ def test_a_bound_quantize_of_floats_gives_the_reference_bits():
     b.output(b.op(Op.QUANTIZE, [x], T.TENSOR_QUANT8_ASYMM, (64,), 0.5, 100))
     values = np.concatenate([np.arange(-30, 30) * 0.25, [np.nan, np.inf, -np.inf, 3e38]]).astype(np.float32)
     assert _run(b.build(), [values]) == [Op.QUANTIZE]
+
+
+def _conv_then_swish(kind: str, conv_is_output: bool = False):
+    """A quantized convolution (or depthwise) whose output feeds a swish, MUL(c, LOGISTIC(c))."""
+    rq = np.random.default_rng([25, len(kind), conv_is_output])
+    t = T.TENSOR_QUANT8_ASYMM_SIGNED
+    b = ModelBuilder()
+    x = b.input(t, (1, 6, 7, 4), 0.05, 3)
+    op, f_shape, dim = (Op.CONV_2D, (5, 3, 3, 4), 0) if kind == "conv" else (Op.DEPTHWISE_CONV_2D, (1, 3, 3, 4), 3)
+    cout = f_shape[dim]
+    f = b.constant(T.TENSOR_QUANT8_SYMM_PER_CHANNEL, rq.integers(-127, 128, f_shape).astype(np.int8),
+                   channel_quant=(list(rq.uniform(0.002, 0.02, cout)), dim))
+    bias = b.constant(T.TENSOR_INT32, rq.integers(-3000, 3000, cout).astype(np.int32))
+    extra = [1] if kind == "depthwise" else []
+    scalars = [b.constant(T.INT32, v) for v in (1, 1, 1, 1, 1, 1, *extra, Act.NONE)]
+    c = b.op(op, [x, f, bias, *scalars], t, (1, 6, 7, cout), 0.1, -5)
+    y = b.op(Op.LOGISTIC, [c], t, (1, 6, 7, cout), 1 / 256, -128)
+    b.output(b.op(Op.MUL, [c, y, b.constant(T.INT32, Act.NONE)], t, (1, 6, 7, cout), 0.05, -20))
+    if conv_is_output:
+        b.output(c)
+    return b.build(), [rq.integers(-128, 128, (1, 6, 7, 4)).astype(np.int8)]
+
+
+@pytest.mark.parametrize("kind", ["conv", "depthwise"])
+def test_a_lookup_after_a_quantized_convolution_runs_inside_it(kind, cpu_loops):
+    assert _run(*_conv_then_swish(kind)) == [Op.CONV_2D if kind == "conv" else Op.DEPTHWISE_CONV_2D]
+
+
+def test_a_convolution_output_read_elsewhere_keeps_its_lookup(cpu_loops):
+    assert _run(*_conv_then_swish("conv", conv_is_output=True)) == [Op.CONV_2D, Op.MUL]

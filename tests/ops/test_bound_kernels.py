@@ -200,3 +200,19 @@ def test_quantized_convolution_computes_in_float32_only_while_sums_are_exact(mon
                       T.TENSOR_QUANT8_ASYMM, (1, 4, 4, 2), 2000.0, 3))
         _check_bound(b.build(), [np.full((1, 4, 4, taps), 255, np.uint8)])
         assert chosen[-1] == want
+
+
+def test_quantized_depthwise_with_a_bias_past_the_proven_range_still_gives_the_reference_bits(cpu_loops):
+    """A bias near 2^29: no bound is proven at prepare, so each call checks its accumulators
+    (the compiled depthwise then writes accumulators first) and takes the int64 path."""
+    rq = np.random.default_rng(24)
+    t = T.TENSOR_QUANT8_ASYMM_SIGNED
+    b = ModelBuilder()
+    x = b.input(t, (1, 6, 5, 4), 0.05, 3)
+    f = b.constant(T.TENSOR_QUANT8_SYMM_PER_CHANNEL, rq.integers(-127, 128, (1, 3, 3, 4)).astype(np.int8),
+                   channel_quant=(list(rq.uniform(0.002, 0.02, 4)), 3))
+    bias = b.constant(T.TENSOR_INT32, np.array([1 << 29, -(1 << 29), 5, 1 << 28], np.int32))
+    pads = _explicit((1, 1, 1, 1), (1, 1), Act.NONE, 1)
+    b.output(b.op(Op.DEPTHWISE_CONV_2D, [x, f, bias] + [b.constant(tt, v) for tt, v in pads], t, (1, 6, 5, 4),
+                  2e5, -7))
+    _check_bound(b.build(), [rq.integers(-128, 128, (1, 6, 5, 4)).astype(np.int8)])

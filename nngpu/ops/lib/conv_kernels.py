@@ -196,39 +196,73 @@ def bound_quant_layer(ctx: OpContext, channel_dim: int, activation: int
     return fq.astype(np.float32 if sums < 1 << 24 else np.float64, copy=False), epilogue
 
 
-def quant_accumulators(kind: str, fq: np.ndarray, zero_point: int, multiplier: int, groups: int,
-                       win: Window, oh: int, ow: int) -> Callable[[np.ndarray], np.ndarray]:
-    """A bound quantized convolution's accumulators, x (stored integers, NHWC) -> [N,OH,OW,Cout]
-    exact in fq's float type (fq: the filter from bound_quant_layer). With the compiled loops
-    (jit.py), depthwise is one loop from the stored bytes, and a convolution's input is centered
-    and padded in one pass before its GEMM; else the numpy kernels run on x - zero point."""
+class QuantConvKernel:
+    """A bound quantized convolution (a Kernel). then(table) gives the same convolution with a
+    256-entry table applied to its output bytes as they are written: an 8-bit lookup that was
+    the output's only reader, fused into it (compiler/numpy_fuse.py)."""
+
+    def __init__(self, forward: Callable[[np.ndarray | None], Callable[[np.ndarray, np.ndarray], np.ndarray]],
+                 table: np.ndarray | None = None):
+        self._forward, self.table = forward, table
+        self._run = forward(table)
+
+    def __call__(self, ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+        self._run(ins[0], outs[0])
+        return outs
+
+    def then(self, table: np.ndarray) -> "QuantConvKernel":
+        if self.table is not None:          # a lookup after a lookup: one composed table
+            table = table[self.table.view(np.uint8)]
+        return QuantConvKernel(self._forward, np.ascontiguousarray(table))
+
+
+def quant_forward(kind: str, fq: np.ndarray, epilogue: FloatRequantizer, zero_point: int, multiplier: int,
+                  groups: int, win: Window, oh: int, ow: int
+                  ) -> Callable[[np.ndarray | None], Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    """A bound quantized convolution: table -> (x: stored integers, NHWC; out: [N,OH,OW,Cout])
+    -> out, from bound_quant_layer's filter (fq, exact sums in its float type) and epilogue,
+    with the output's bytes looked up in `table` when one is given. With the compiled loops
+    (jit.py), depthwise is one loop from the stored bytes to the output (one to an
+    accumulator tensor when the epilogue checks each call's range), and a convolution's input
+    is centered and padded in one pass before its GEMM; else the numpy kernels run on
+    x - zero point."""
     loops = jit.kernels()
     if loops is not None and kind == "depthwise":
         taps = np.ascontiguousarray(fq.reshape(fq.shape[1:]))
-        zp = fq.dtype.type(zero_point)
+        zp, two = fq.dtype.type(zero_point), epilogue.proven_two_floors
+        window = np.array([win.stride_h, win.stride_w, win.dil_h, win.dil_w, win.pad_top, win.pad_left], np.int64)
 
-        def depthwise(x: np.ndarray) -> np.ndarray:
-            acc = np.empty((x.shape[0], oh, ow, taps.shape[2]), fq.dtype)
-            loops.depthwise_centered(x, zp, taps, multiplier, win.stride_h, win.stride_w,
-                                     win.dil_h, win.dil_w, win.pad_top, win.pad_left, acc)
-            return acc
+        def depthwise(table: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+            def run(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+                if two is not None:
+                    terms, limits = epilogue.fused_terms(taps.shape[2])
+                    loops.depthwise(x, zp, taps, multiplier, window, terms, limits, two, table, out)
+                    return out
+                acc = np.empty((x.shape[0], oh, ow, taps.shape[2]), fq.dtype)
+                loops.depthwise(x, zp, taps, multiplier, window, None, None, False, None, acc)
+                return epilogue(acc, out, table)
+            return run
         return depthwise
     if loops is not None and kind != "depthwise" and groups == 1:
         zp, unpadded = fq.dtype.type(zero_point), replace(win, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)
 
-        def conv(x: np.ndarray) -> np.ndarray:
-            n, h, w, c = x.shape
-            xp = np.empty((n, h + win.pad_top + win.pad_bottom, w + win.pad_left + win.pad_right, c), fq.dtype)
-            loops.centered_padded(x, zp, win.pad_top, win.pad_left, xp)
-            return conv_forward(xp, fq, unpadded, oh, ow)
+        def conv(table: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+            def run(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+                n, h, w, c = x.shape
+                xp = np.empty((n, h + win.pad_top + win.pad_bottom, w + win.pad_left + win.pad_right, c), fq.dtype)
+                loops.centered_padded(x, zp, win.pad_top, win.pad_left, xp)
+                return epilogue(conv_forward(xp, fq, unpadded, oh, ow), out, table)
+            return run
         return conv
 
-    def numpy_kernels(x: np.ndarray) -> np.ndarray:
-        xq = x.astype(fq.dtype)
-        xq -= zero_point                          # padding added later is then the zero point
-        if kind == "depthwise":
-            return depthwise_forward(xq, fq, multiplier, win, oh, ow)
-        return grouped_forward(xq, fq, groups, win, oh, ow)
+    def numpy_kernels(table: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        def run(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+            xq = x.astype(fq.dtype)
+            xq -= zero_point                          # padding added later is then the zero point
+            if kind == "depthwise":
+                return epilogue(depthwise_forward(xq, fq, multiplier, win, oh, ow), out, table)
+            return epilogue(grouped_forward(xq, fq, groups, win, oh, ow), out, table)
+        return run
     return numpy_kernels
 
 

@@ -76,31 +76,29 @@ class FloatRequantizer:
         self.max_one, self.max_two = float(self.limit_one.min()), float(self.limit_two.min())
         self.bound = bound if bound is not None and bound <= max(self.max_one, self.max_two) else None
         self._tiles: dict[tuple[int, int], dict[str, np.ndarray]] = {}
-        self._per_channel: dict[int, dict[str, np.ndarray]] = {}
+        self._per_channel: dict[int, np.ndarray] = {}
 
     @property
     def checked(self) -> bool:
         """Whether each call checks its accumulators' range (no proven bound within range)."""
         return self.bound is None
 
-    def __call__(self, acc: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """acc: integer-valued float32 or float64 accumulators, read only; out: the output."""
+    def __call__(self, acc: np.ndarray, out: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
+        """acc: integer-valued float32 or float64 accumulators, read only; out: the output, or
+        with a 256-entry table (a fused 8-bit lookup), table[stored byte of the output]."""
         if acc.size == 0:
             return out
-        if self.bound is not None:
-            two = self.bound > self.max_one
-        else:
-            need = self._need(acc)
-            if not (need <= self.limit_one).all():
-                if not (need <= self.limit_two).all():
-                    return self._int64(acc, out)
-                two = True
-            else:
-                two = False
+        two = self._floors(acc)
         loops = jit.kernels()
-        if loops is not None and out.flags.c_contiguous:
-            self._compiled(loops, acc, out, two)
+        if loops is not None and two is not None and out.flags.c_contiguous:
+            self._compiled(loops, acc, out, two, table)
             return out
+        if table is not None:
+            values = self(acc, np.empty(out.shape, np.int16))
+            np.take(table, np.bitwise_and(values, 0xFF), out=out)
+            return out
+        if two is None:
+            return self._int64(acc, out)
         if not (acc.flags.c_contiguous and out.flags.c_contiguous):
             terms = {k: getattr(self, k) for k in _TERMS}
             self._block(acc.astype(np.float64), out, terms, two)
@@ -116,24 +114,38 @@ class FloatRequantizer:
             self._block(t[:k], flat_out[r:r + rows], {n: v[:k] for n, v in terms.items()}, two)
         return out
 
-    def _compiled(self, loops, acc: np.ndarray, out: np.ndarray, two: bool) -> None:
-        """The same passes as _block, fused into one compiled loop over the whole array."""
-        channels = acc.shape[-1] if acc.ndim else 1
+    def fused_terms(self, channels: int) -> tuple[np.ndarray, np.ndarray]:
+        """The compiled loops' form of this requantizer for `channels` channels: the per-channel
+        terms [len(TERMS), channels] and the limits (below, low, high, lift), float64."""
         terms = self._per_channel.get(channels)
         if terms is None:
             step = self.step if self.corrects else np.zeros(1)
-            terms = {k: np.ascontiguousarray(np.broadcast_to(v, channels), dtype=np.float64)
-                     for k, v in (("m", self.m), ("offset", self.offset), ("m_high", self.m_high),
-                                  ("high_offset", self.high_offset), ("scale", self.scale), ("step", step))}
+            rows = {"m": self.m, "offset": self.offset, "m_high": self.m_high,
+                    "high_offset": self.high_offset, "scale": self.scale, "step": step}
+            terms = np.stack([np.broadcast_to(rows[k], channels) for k in jit.TERMS]).astype(np.float64)
             self._per_channel = {channels: terms}
-        rows_acc, rows_out = acc.reshape(-1, channels), out.reshape(-1, channels)
-        bounds = (float(self.lo + self.lift), float(self.hi + self.lift), self.lift, rows_out)
-        if two:
-            loops.requant_two_floors(rows_acc, terms["m_high"], terms["high_offset"], terms["scale"],
-                                     terms["step"], self.negative_below, *bounds)
-        else:
-            loops.requant_one_floor(rows_acc, terms["m"], terms["offset"], terms["step"],
-                                    self.negative_below, *bounds)
+        limits = np.array([self.negative_below, self.lo + self.lift, self.hi + self.lift, self.lift], np.float64)
+        return terms, limits
+
+    @property
+    def proven_two_floors(self) -> bool | None:
+        """With a proven bound, whether it takes two floors; None without one (each call checks)."""
+        return None if self.bound is None else self.bound > self.max_one
+
+    def _floors(self, acc: np.ndarray) -> bool | None:
+        """Whether these accumulators take two floors (False: one), or None: the int64 path."""
+        if self.bound is not None:
+            return self.bound > self.max_one
+        need = self._need(acc)
+        if (need <= self.limit_one).all():
+            return False
+        return True if (need <= self.limit_two).all() else None
+
+    def _compiled(self, loops, acc: np.ndarray, out: np.ndarray, two: bool, table: np.ndarray | None) -> None:
+        """The same passes as _block, fused into one compiled loop over the whole array."""
+        channels = acc.shape[-1] if acc.ndim else 1
+        terms, limits = self.fused_terms(channels)
+        loops.requantize(acc.reshape(-1, channels), terms, limits, two, table, out.reshape(-1, channels))
 
     def _need(self, acc: np.ndarray) -> np.ndarray:
         """Per channel, the largest of |acc|, |bias| and |acc + bias| over this call's values."""
