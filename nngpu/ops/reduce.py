@@ -127,6 +127,24 @@ def _reference(op: Op) -> Callable[[OpContext], list[np.ndarray]]:
     return reference
 
 
+def _bind(op: Op) -> Callable[[OpNode], Callable | None]:
+    """The numpy plan's reduction: the reference's kernel with the model rules checked and the
+    axes parsed once, here (an empty input runs the reference, which says what it refuses)."""
+    kernel = _KERNELS[op]
+
+    def bind(node: OpNode) -> Callable | None:
+        if 0 in node.in_shape(0):
+            return None
+        _validate(node)
+        axes, shape = node.params.axes, node.out_shape(0)
+
+        def run(ins, outs: list[np.ndarray]) -> list[np.ndarray]:
+            np.copyto(outs[0], np.asarray(kernel(ins[0], axes)).reshape(shape), casting="unsafe")
+            return outs
+        return run
+    return bind
+
+
 _TYPES: dict[Op, list[tuple[T, V]]] = {
     Op.MEAN: [(_F32, V.V1_1), (_Q8, V.V1_1), (_F16, V.V1_2), (_Q8S, V.V1_3)],
     Op.REDUCE_ALL: [(_B8, V.V1_2)],
@@ -168,5 +186,5 @@ def _reduce_device(node: OpNode, ins: list) -> Compute:
 for _op, _types in _TYPES.items():
     _keep = T.INT32 if _op == Op.MEAN else T.BOOL  # MEAN predates the BOOL operand type
     register(OpSpec(_op, [sig([_t, T.TENSOR_INT32, _keep], [_t], _v) for _t, _v in _types], _reference(_op),
-                    validate=_validate, shape=_shape, params=_params,
-                    pattern=Pattern.REDUCTION)).device(types_in(COPYABLE, 0))(_reduce_device)
+                    validate=_validate, shape=_shape, params=_params, pattern=Pattern.REDUCTION,
+                    bind=_bind(_op))).device(types_in(COPYABLE, 0))(_reduce_device)

@@ -13,6 +13,8 @@ its slice twice).
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 
@@ -50,6 +52,7 @@ class QuantSoftmax:
     radius: int
 
     @staticmethod
+    @functools.lru_cache(maxsize=64)   # a model's softmax runs with the same constants each time
     def of(beta: float, in_scale: float) -> "QuantSoftmax":
         real = min(1.0 * beta * float(np.float32(in_scale)) * (1 << (31 - _INT_BITS)), (1 << 31) - 1.0)
         if real <= 1.0:
@@ -66,17 +69,25 @@ class QuantSoftmax:
         """What each element adds to the Q12.19 sum: its exp, or 0 beyond the radius."""
         return np.where(diff >= -self.radius, rounding_divide_by_pot(exps, _ACC_BITS), 0)
 
+    @functools.cached_property
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """exps and terms of every 8-bit difference, -255 .. 0 (index diff + 255), read only:
+        the fixed-point exp is some 40 passes, made once per set of constants."""
+        every = np.arange(-255, 1, dtype=np.int64)
+        exps = self.exps(every)
+        terms = self.terms(every, exps)
+        exps.setflags(write=False)
+        terms.setflags(write=False)
+        return exps, terms
+
 
 def _softmax_quant(x: np.ndarray, q: QuantSoftmax, out_type: int) -> np.ndarray:
     """Softmax over the last axis of raw quantized values, the reference's fixed-point way."""
     diff = x.astype(np.int64) - np.max(x, axis=-1, keepdims=True).astype(np.int64)
-    # 8-bit differences are in [-255, 0]: the exps and sum terms are looked up in tables of
-    # their 256 values (the fixed-point exp is some 40 passes).
-    every = np.arange(-255, 1, dtype=np.int64)
-    exp_table = q.exps(every)
+    exp_table, term_table = q.tables             # 8-bit differences are in [-255, 0]
     index = diff + 255
     exps = exp_table[index]
-    sum_exps = wrap_int32(np.sum(q.terms(every, exp_table)[index], axis=-1, keepdims=True))
+    sum_exps = wrap_int32(np.sum(term_table[index], axis=-1, keepdims=True))
     headroom = clz32(sum_exps)
     shifted_minus_one = wrap_int32(((sum_exps & 0xFFFFFFFF) << headroom) - (1 << 31))
     scale = one_over_one_plus_x_for_x_in_0_1(shifted_minus_one)

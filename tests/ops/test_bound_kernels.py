@@ -1,5 +1,5 @@
-"""The numpy plan's bound window kernels (`bind` of the convolutions, pooling, RESIZE_BILINEAR
-and PAD): they compute into the plan's output buffers with exactly the reference's bits; other
+"""The numpy plan's bound window kernels (`bind` of the convolutions, pooling, RESIZE_BILINEAR,
+PAD and the reductions): they compute into the plan's output buffers with exactly the reference's bits; other
 cases stay on the reference."""
 from __future__ import annotations
 
@@ -78,6 +78,10 @@ SINGLE = {
     "pad": (Op.PAD, F32, (1, 3, 4, 2), (1, 5, 5, 5), [(T.TENSOR_INT32, [[0, 0], [1, 1], [0, 1], [1, 2]])]),
     "pad-quant8-zero-point": (Op.PAD, T.TENSOR_QUANT8_ASYMM, (1, 3, 4, 2), (2, 3, 6, 2),
                               [(T.TENSOR_INT32, [[1, 0], [0, 0], [2, 0], [0, 0]])], 0.5, 7),
+    "mean-spatial": (Op.MEAN, F32, (2, 5, 6, 4), (2, 1, 1, 4), [(T.TENSOR_INT32, [1, -2]), (I32, 1)]),
+    "mean-quant8": (Op.MEAN, T.TENSOR_QUANT8_ASYMM, (2, 5, 6, 4), (2, 4), [(T.TENSOR_INT32, [2, 1, 2]), (I32, 0)],
+                    0.5, 7),
+    "reduce-max": (Op.REDUCE_MAX, F32, (3, 4, 5), (3, 1, 5), [(T.TENSOR_INT32, [1]), (T.BOOL, True)]),
 }
 
 

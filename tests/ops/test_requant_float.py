@@ -101,3 +101,16 @@ def test_a_non_contiguous_output_is_written_in_place():
     out = np.zeros((40, 4), np.int16)[:, ::2]
     FloatRequantizer(mults, shifts, 3, -100, 100)(x, out)
     np.testing.assert_array_equal(out, _reference(x, mults, shifts, 3, -100, 100))
+
+
+def test_a_bound_per_channel_is_proven_against_each_channel_own_limit():
+    """Channel 0 has a large multiplier (a small exact range) and small sums, channel 1 the
+    reverse: the largest bound exceeds the smallest limit, yet each channel is within its own."""
+    mults, shifts = np.array([(1 << 31) - 1, 1 << 30]), np.array([3, -5])
+    requantizer = FloatRequantizer(mults, shifts, 0, -128, 127, bound=np.array([1000.0, 1e6]))
+    assert 1e6 > requantizer.max_one and not requantizer.checked
+    assert FloatRequantizer(mults, shifts, 0, -128, 127, bound=np.array([1e6, 1000.0])).checked
+    x = np.array([[-1000, 1e6], [999, -1e6], [3, 5]])
+    out = np.empty(x.shape, np.int8)
+    requantizer(x, out)
+    np.testing.assert_array_equal(out, _reference(x, mults, shifts, 0, -128, 127))

@@ -191,8 +191,7 @@ def bound_quant_layer(ctx: OpContext, channel_dim: int, activation: int
     bias = ctx.input(2).reshape(-1).astype(np.float64)      # int32 values: exact in float64
     out_op = ctx.out_operand(0)
     lo, hi = activation_range_quant(activation, out_op.scale, out_op.zeroPoint, out_op.type)
-    epilogue = FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bias,
-                                sums + float(np.abs(bias).max(initial=0.0)))
+    epilogue = FloatRequantizer(mults, shifts, out_op.zeroPoint, lo, hi, bias, 255.0 * taps + np.abs(bias))
     return fq.astype(np.float32 if sums < 1 << 24 else np.float64, copy=False), epilogue
 
 

@@ -15,7 +15,7 @@ from types import ModuleType
 log = logging.getLogger("nngpu.jit")
 
 # The rows of a requantizer's per-channel terms, in the order the compiled loops read them.
-TERMS = ("m", "offset", "m_high", "high_offset", "scale", "step")
+TERMS = ("m", "offset", "m_high", "high_offset", "scale", "step", "bias")
 
 _lock = threading.Lock()
 _loaded: list[ModuleType | None] = []

@@ -49,6 +49,18 @@ def requantize(acc, terms, limits, two, table, out):
 
 
 @njit(cache=True, nogil=True)
+def channel_need(acc, bias, need):
+    """need[c] = the largest of |bias[c]|, and of |acc[r, c]| and |acc[r, c] + bias[c]| over the
+    rows, in float64: the range a checked requantizer proves exact before it requantizes."""
+    for c in range(acc.shape[1]):
+        need[c] = abs(bias[c])
+    for r in range(acc.shape[0]):
+        for c in range(acc.shape[1]):
+            a = np.float64(acc[r, c])
+            need[c] = max(need[c], abs(a), abs(a + bias[c]))
+
+
+@njit(cache=True, nogil=True)
 def depthwise(x, zero_point, f, multiplier, window, terms, limits, two, table, out):
     """A quantized depthwise convolution from the stored bytes, in f's float type: at each
     output pixel, acc[c] = sum over in-image taps of (x[n, iy, ix, c // multiplier] -

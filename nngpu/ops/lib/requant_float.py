@@ -38,9 +38,9 @@ class FloatRequantizer:
     per-channel int32 bias, then the output zero point and the activation's clamp [lo, hi]."""
 
     def __init__(self, mults: np.ndarray, shifts: np.ndarray, zero_point: int, lo: int, hi: int,
-                 bias: np.ndarray | None = None, bound: float | None = None):
-        """bound: a proven bound on |accumulator| + |bias| (from constant weights), which spares
-        each call its check when it is within an exact range."""
+                 bias: np.ndarray | None = None, bound: float | np.ndarray | None = None):
+        """bound: a proven bound on |accumulator| + |bias| (from constant weights), one or per
+        channel, which spares each call its check when it is within an exact range."""
         self.mults = np.asarray(mults, dtype=np.int64).reshape(-1)
         self.shifts = np.asarray(shifts, dtype=np.int64).reshape(-1)
         self.bias = np.zeros(1) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
@@ -74,14 +74,20 @@ class FloatRequantizer:
         if (self.mults < 0).any() or (right > 40).any():
             self.limit_one = self.limit_two = np.zeros(1)
         self.max_one, self.max_two = float(self.limit_one.min()), float(self.limit_two.min())
-        self.bound = bound if bound is not None and bound <= max(self.max_one, self.max_two) else None
+        # Proven from `bound`, channel by channel: False one floor, True two, None check each call.
+        self._proven: bool | None = None
+        if bound is not None:
+            if (np.asarray(bound, np.float64) <= self.limit_one).all():
+                self._proven = False
+            elif (np.asarray(bound, np.float64) <= self.limit_two).all():
+                self._proven = True
         self._tiles: dict[tuple[int, int], dict[str, np.ndarray]] = {}
         self._per_channel: dict[int, np.ndarray] = {}
 
     @property
     def checked(self) -> bool:
         """Whether each call checks its accumulators' range (no proven bound within range)."""
-        return self.bound is None
+        return self._proven is None
 
     def __call__(self, acc: np.ndarray, out: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
         """acc: integer-valued float32 or float64 accumulators, read only; out: the output, or
@@ -121,7 +127,7 @@ class FloatRequantizer:
         if terms is None:
             step = self.step if self.corrects else np.zeros(1)
             rows = {"m": self.m, "offset": self.offset, "m_high": self.m_high,
-                    "high_offset": self.high_offset, "scale": self.scale, "step": step}
+                    "high_offset": self.high_offset, "scale": self.scale, "step": step, "bias": self.bias}
             terms = np.stack([np.broadcast_to(rows[k], channels) for k in jit.TERMS]).astype(np.float64)
             self._per_channel = {channels: terms}
         limits = np.array([self.negative_below, self.lo + self.lift, self.hi + self.lift, self.lift], np.float64)
@@ -130,12 +136,12 @@ class FloatRequantizer:
     @property
     def proven_two_floors(self) -> bool | None:
         """With a proven bound, whether it takes two floors; None without one (each call checks)."""
-        return None if self.bound is None else self.bound > self.max_one
+        return self._proven
 
     def _floors(self, acc: np.ndarray) -> bool | None:
         """Whether these accumulators take two floors (False: one), or None: the int64 path."""
-        if self.bound is not None:
-            return self.bound > self.max_one
+        if self._proven is not None:
+            return self._proven
         need = self._need(acc)
         if (need <= self.limit_one).all():
             return False
@@ -150,6 +156,11 @@ class FloatRequantizer:
     def _need(self, acc: np.ndarray) -> np.ndarray:
         """Per channel, the largest of |acc|, |bias| and |acc + bias| over this call's values."""
         rows = acc.reshape(-1, acc.shape[-1]) if acc.ndim else acc.reshape(1, 1)
+        loops = jit.kernels()
+        if loops is not None:
+            need = np.empty(rows.shape[1])
+            loops.channel_need(rows, self.fused_terms(rows.shape[1])[0][jit.TERMS.index("bias")], need)
+            return need
         low, high = rows.min(axis=0).astype(np.float64), rows.max(axis=0).astype(np.float64)
         need = np.maximum(np.maximum(np.abs(low), np.abs(high)),
                           np.maximum(np.abs(low + self.bias), np.abs(high + self.bias)))
