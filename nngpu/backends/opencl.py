@@ -154,8 +154,19 @@ class OpenCLBackend(Backend):
     def kernel(self, program, name: str):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
+    def _gemm_unit(self, n: int) -> tuple[str, str, int]:
+        """(source, kernel name, columns per work-item) of the GEMM schedule for this device and
+        N: on a CPU device the explicit-vector micro-kernel, 16 columns wide where N allows, else
+        8; on a GPU one column per work-item, coalesced."""
+        if not self.device.type & self.cl.device_type.CPU:
+            return kernel_template("gemm.cl"), "nn_gemm", 1
+        width = 16 if n % 16 == 0 else 8
+        return f"#define VW {width}\n" + kernel_template("gemm.cl"), "nn_gemm_vec", width
+
     def prepare_gemm(self) -> None:
-        self.compile(kernel_template("gemm.cl"), ["nn_gemm"])
+        for n in (8, 16):
+            source, name, _ = self._gemm_unit(n)
+            self.compile(source, [name])
 
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.
@@ -166,9 +177,10 @@ class OpenCLBackend(Backend):
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, (int(global_size),), None)
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int):
-        kernel = self.compile(kernel_template("gemm.cl"), ["nn_gemm"])[0]  # a new object of the built program
+        source, name, width = self._gemm_unit(n)
+        kernel = self.compile(source, [name])[0]  # a new object of the built program
         kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k))
-        size = (n, (m + GEMM_ROWS - 1) // GEMM_ROWS)
+        size = ((n + width - 1) // width, (m + GEMM_ROWS - 1) // GEMM_ROWS)
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, size, None)
 
     def timed(self, run) -> int:

@@ -40,6 +40,8 @@ CASES = {
     "conv3x3-same": lambda: conv((1, 28, 28, 32), 64, 3, 1, 1),
     "conv3x3-valid-stride2": lambda: conv((2, 29, 29, 16), 48, 3, 2, 2, act=0),
     "conv1x1": lambda: conv((1, 32, 32, 64), 64, 1, 1, 2),
+    # M = 2025 and N = 20: rows past the last whole block and columns past the last whole vector
+    "conv1x1-ragged": lambda: conv((1, 45, 45, 64), 20, 1, 1, 2),
     "fully-connected": lambda: fully_connected(64, 512, 256),
 }
 
