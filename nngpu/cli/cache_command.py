@@ -68,6 +68,8 @@ def run(args) -> int:
         pocl = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pocl"
         if pocl.is_dir():
             print(f"PoCL's own cache: {pocl}")
+        if (root / "numba").is_dir():
+            print(f"the numpy plan's compiled loops (Numba's cache, renewed when their source changes): {root / 'numba'}")
         return 0
     size = _size(entries)
     try:

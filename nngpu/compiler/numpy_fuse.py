@@ -91,12 +91,15 @@ def fuse_table_epilogues(steps: list[BoundStep], graph_outputs: Sequence[int]) -
     for n, step in enumerate(steps):
         if not isinstance(step.kernel, ByteTable) or readers[step.inputs[0]] != 1:
             continue
+        table = step.kernel.table
+        if table.dtype != step.dtypes[0] or table.dtype.itemsize not in (1, 2, 4, 8):
+            continue                  # the kernel writes the entries as words of the output's type
         w = writer.get(step.inputs[0])
         producer = out[w] if w is not None else None
         then = getattr(producer.kernel, "then", None) if producer is not None else None
         if then is None or producer.view or producer.in_place:
             continue
-        out[w] = replace(producer, outputs=step.outputs, kernel=then(step.kernel.table),
+        out[w] = replace(producer, outputs=step.outputs, kernel=then(table),
                          shapes=step.shapes, dtypes=step.dtypes)
         out[n] = None
         writer[step.outputs[0]] = w

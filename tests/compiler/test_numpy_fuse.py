@@ -83,8 +83,9 @@ def test_a_bound_quantize_of_floats_gives_the_reference_bits():
     assert _run(b.build(), [values]) == [Op.QUANTIZE]
 
 
-def _conv_then_swish(kind: str, conv_is_output: bool = False):
-    """A quantized convolution (or depthwise) whose output feeds a swish, MUL(c, LOGISTIC(c))."""
+def _conv_then_swish(kind: str, conv_is_output: bool = False, tail: str = "swish"):
+    """A quantized convolution (or depthwise) whose output feeds a swish, MUL(c, LOGISTIC(c)),
+    or with tail="dequantize16" a DEQUANTIZE to float16."""
     rq = np.random.default_rng([25, len(kind), conv_is_output])
     t = T.TENSOR_QUANT8_ASYMM_SIGNED
     b = ModelBuilder()
@@ -97,8 +98,11 @@ def _conv_then_swish(kind: str, conv_is_output: bool = False):
     extra = [1] if kind == "depthwise" else []
     scalars = [b.constant(T.INT32, v) for v in (1, 1, 1, 1, 1, 1, *extra, Act.NONE)]
     c = b.op(op, [x, f, bias, *scalars], t, (1, 6, 7, cout), 0.1, -5)
-    y = b.op(Op.LOGISTIC, [c], t, (1, 6, 7, cout), 1 / 256, -128)
-    b.output(b.op(Op.MUL, [c, y, b.constant(T.INT32, Act.NONE)], t, (1, 6, 7, cout), 0.05, -20))
+    if tail == "dequantize16":
+        b.output(b.op(Op.DEQUANTIZE, [c], T.TENSOR_FLOAT16, (1, 6, 7, cout)))
+    else:
+        y = b.op(Op.LOGISTIC, [c], t, (1, 6, 7, cout), 1 / 256, -128)
+        b.output(b.op(Op.MUL, [c, y, b.constant(T.INT32, Act.NONE)], t, (1, 6, 7, cout), 0.05, -20))
     if conv_is_output:
         b.output(c)
     return b.build(), [rq.integers(-128, 128, (1, 6, 7, 4)).astype(np.int8)]
@@ -111,3 +115,12 @@ def test_a_lookup_after_a_quantized_convolution_runs_inside_it(kind, cpu_loops):
 
 def test_a_convolution_output_read_elsewhere_keeps_its_lookup(cpu_loops):
     assert _run(*_conv_then_swish("conv", conv_is_output=True)) == [Op.CONV_2D, Op.MUL]
+
+
+
+@pytest.mark.parametrize("kind", ["conv", "depthwise"])
+def test_a_float16_dequantize_runs_inside_a_quantized_convolution(kind, cpu_loops):
+    """A DEQUANTIZE to float16 that alone reads the convolution's output: a table of float16
+    entries, written by the convolution as 16-bit words."""
+    assert _run(*_conv_then_swish(kind, tail="dequantize16")) == [
+        Op.CONV_2D if kind == "conv" else Op.DEPTHWISE_CONV_2D]

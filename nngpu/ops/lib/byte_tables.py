@@ -28,7 +28,7 @@ def _compiled(table: np.ndarray, out: np.ndarray, entries: int):
     return jit.kernels()
 
 
-def _as_words(table: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def as_words(table: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The table and the output as unsigned words of their item size: a lookup copies entries,
     and the compiled loops then serve every element type (float16 and bool too)."""
     word = np.dtype(f"u{table.dtype.itemsize}")
@@ -40,7 +40,7 @@ def byte_lookup(table: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray
     stored = x.view(np.uint8)
     loops = _compiled(table, out, 256)
     if loops is not None and stored.flags.c_contiguous and stored.shape == out.shape:
-        loops.byte_lookup(*_as_words(table, out.reshape(-1)), stored.reshape(-1))
+        loops.byte_lookup(*as_words(table, out.reshape(-1)), stored.reshape(-1))
         return out
     if not (stored.flags.c_contiguous and out.flags.c_contiguous and stored.shape == out.shape):
         return np.take(table, stored, out=out, mode="clip")
@@ -61,7 +61,7 @@ def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray
         # Broadcast views as [rows, last axis]: reshaping merges zero strides without a copy.
         rows = out.reshape(-1, out.shape[-1] if out.ndim else 1)
         wide = [np.broadcast_to(v, out.shape).reshape(rows.shape) for v in (a8, b8)]
-        words, rows = _as_words(table, rows)
+        words, rows = as_words(table, rows)
         loops.pair_lookup(words, *wide, rows)
         return out
     same = a8.shape == b8.shape == out.shape

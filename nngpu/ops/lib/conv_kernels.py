@@ -31,6 +31,7 @@ from .conv_common import (
     window_view,
 )
 from . import jit
+from .byte_tables import as_words
 from .quant import activation_range_quant
 from .requant_float import FloatRequantizer
 
@@ -235,7 +236,8 @@ def quant_forward(kind: str, fq: np.ndarray, epilogue: FloatRequantizer, zero_po
             def run(x: np.ndarray, out: np.ndarray) -> np.ndarray:
                 if two is not None:
                     terms, limits = epilogue.fused_terms(taps.shape[2])
-                    loops.depthwise(x, zp, taps, multiplier, window, terms, limits, two, table, out)
+                    words, rows = (table, out) if table is None else as_words(table, out)
+                    loops.depthwise(x, zp, taps, multiplier, window, terms, limits, two, words, rows)
                     return out
                 acc = np.empty((x.shape[0], oh, ow, taps.shape[2]), fq.dtype)
                 loops.depthwise(x, zp, taps, multiplier, window, None, None, False, None, acc)

@@ -12,6 +12,8 @@ import os
 import threading
 from types import ModuleType
 
+from ...backends.base import cache_dir as _cache_dir
+
 log = logging.getLogger("nngpu.jit")
 
 # The rows of a requantizer's per-channel terms, in the order the compiled loops read them.
@@ -32,13 +34,29 @@ def kernels() -> ModuleType | None:
         return None
     with _lock:
         if not _loaded:
-            try:
-                from . import jit_kernels
-            except ImportError as e:       # the extra is not installed: numpy passes it is
-                log.info("compiled CPU loops unavailable (%s); numpy passes run", e)
-                jit_kernels = None
-            _loaded.append(jit_kernels)
+            _loaded.append(_load())
         return _loaded[0]
+
+
+def _load() -> ModuleType | None:
+    """Numba and the loops, their compiled forms cached beside nngpu's kernels (NUMBA_CACHE_DIR,
+    when set, wins); None, with the reason logged, where Numba is missing or cannot load them."""
+    try:
+        import numba
+    except ImportError as e:               # the extra is not installed: numpy passes it is
+        log.info("compiled CPU loops unavailable (%s); numpy passes run", e)
+        return None
+    if not os.environ.get("NUMBA_CACHE_DIR"):
+        try:
+            numba.config.CACHE_DIR = str(_cache_dir() / "numba")
+        except OSError as e:               # no nngpu cache: Numba's own place, if it has one
+            log.info("no kernel cache folder for the compiled loops (%s)", e)
+    try:
+        from . import jit_kernels
+    except Exception as e:  # e.g. no writable place to cache them: numpy passes, same bits
+        log.warning("compiled CPU loops unavailable (%s: %s); numpy passes run", type(e).__name__, e)
+        return None
+    return jit_kernels
 
 
 def unavailable_reason() -> str | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import jit
+from .byte_tables import as_words
 from .quant import multiply_by_quantized_multiplier, wrap_int32
 
 # Elements per block of the passes: 256 KiB of float64, which stays in a core's L2.
@@ -151,7 +152,10 @@ class FloatRequantizer:
         """The same passes as _block, fused into one compiled loop over the whole array."""
         channels = acc.shape[-1] if acc.ndim else 1
         terms, limits = self.fused_terms(channels)
-        loops.requantize(acc.reshape(-1, channels), terms, limits, two, table, out.reshape(-1, channels))
+        rows = out.reshape(-1, channels)
+        if table is not None:                 # entries copied as words: any type (float16 too)
+            table, rows = as_words(table, rows)
+        loops.requantize(acc.reshape(-1, channels), terms, limits, two, table, rows)
 
     def _need(self, acc: np.ndarray) -> np.ndarray:
         """Per channel, the largest of |acc|, |bias| and |acc + bias| over this call's values."""
