@@ -13,6 +13,7 @@ as it is written (fuse_table_epilogues). The tables are the references' own, so 
 composition is exact."""
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import replace
 from typing import Sequence
@@ -21,6 +22,8 @@ import numpy as np
 
 from ..ops.lib.byte_tables import ByteTable, ElementwiseMap, PairTable
 from .steps import BoundStep
+
+log = logging.getLogger("nngpu.numpy_plan")
 
 
 def _bytes(table: np.ndarray) -> np.ndarray:
@@ -82,9 +85,9 @@ def fuse_byte_tables(steps: list[BoundStep], graph_outputs: Sequence[int]) -> li
 
 def fuse_table_epilogues(steps: list[BoundStep], graph_outputs: Sequence[int]) -> list[BoundStep]:
     """A table step whose input only it reads, written by a kernel that takes a table on its
-    output (`then`: the quantized convolutions), becomes part of that kernel: the kernel writes
-    the table's entries straight into the table step's output, and the intermediate tensor and
-    its pass are gone."""
+    output (`then`: the quantized convolutions, which `warm` up), becomes part of that kernel:
+    the kernel writes the table's entries straight into the table step's output, and the
+    intermediate tensor and its pass are gone."""
     readers = _readers(steps, graph_outputs)
     writer = {st.outputs[0]: n for n, st in enumerate(steps) if st.kernel is not None and len(st.outputs) == 1}
     out: list[BoundStep | None] = list(steps)
@@ -99,8 +102,13 @@ def fuse_table_epilogues(steps: list[BoundStep], graph_outputs: Sequence[int]) -
         then = getattr(producer.kernel, "then", None) if producer is not None else None
         if then is None or producer.view or producer.in_place:
             continue
-        out[w] = replace(producer, outputs=step.outputs, kernel=then(table),
-                         shapes=step.shapes, dtypes=step.dtypes)
+        fused = then(table)
+        try:
+            fused.warm()                # compiled now, at prepare; one that fails stays apart
+        except Exception:
+            log.exception("operation %d: the lookup of operation %d not fused", producer.k, step.k)
+            continue
+        out[w] = replace(producer, outputs=step.outputs, kernel=fused, shapes=step.shapes, dtypes=step.dtypes)
         out[n] = None
         writer[step.outputs[0]] = w
     return [st for st in out if st is not None]

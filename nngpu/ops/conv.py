@@ -43,6 +43,7 @@ from .lib.conv_kernels import (
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
 from .lib.device import QUANT8, activation, floats
+from .lib.dtypes import dtype_of
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
 
@@ -150,8 +151,12 @@ def _bind(kind: str):
         layer = bound_quant_layer(node, 3 if kind == "depthwise" else 0, p.activation)
         if layer is None:                       # a sum of products past float64's exact integers
             return None
-        return QuantConvKernel(quant_forward(kind, *layer, node.in_operand(0).zeroPoint, p.multiplier,
-                                             g.groups, g.win, g.oh, g.ow))
+        kernel = QuantConvKernel(quant_forward(kind, *layer, node.in_operand(0).zeroPoint, p.multiplier,
+                                               g.groups, g.win, g.oh, g.ow),
+                                 (node.in_shape(0), np.dtype(dtype_of(in_type))),
+                                 (node.out_shape(0), np.dtype(dtype_of(node.out_operand(0).type))))
+        kernel.warm()
+        return kernel
     return bind
 
 

@@ -124,3 +124,17 @@ def test_a_float16_dequantize_runs_inside_a_quantized_convolution(kind, cpu_loop
     entries, written by the convolution as 16-bit words."""
     assert _run(*_conv_then_swish(kind, tail="dequantize16")) == [
         Op.CONV_2D if kind == "conv" else Op.DEPTHWISE_CONV_2D]
+
+
+def test_a_fused_convolution_that_fails_to_warm_keeps_its_lookup_apart(monkeypatch):
+    """The fused kernel runs once at prepare; one that raises there is not fused."""
+    from nngpu.ops.lib.conv_kernels import QuantConvKernel
+    warm = QuantConvKernel.warm
+
+    def failing(self):
+        if self.table is not None:
+            raise TypeError("no loop for these types")
+        warm(self)
+
+    monkeypatch.setattr(QuantConvKernel, "warm", failing)
+    assert _run(*_conv_then_swish("conv")) == [Op.CONV_2D, Op.MUL]

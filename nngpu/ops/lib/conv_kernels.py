@@ -196,14 +196,19 @@ def bound_quant_layer(ctx: OpContext, channel_dim: int, activation: int
     return fq.astype(np.float32 if sums < 1 << 24 else np.float64, copy=False), epilogue
 
 
+Spec = tuple[tuple[int, ...], np.dtype]   # an array's shape and type
+
+
 class QuantConvKernel:
-    """A bound quantized convolution (a Kernel). then(table) gives the same convolution with a
-    256-entry table applied to its output bytes as they are written: an 8-bit lookup that was
-    the output's only reader, fused into it (compiler/numpy_fuse.py)."""
+    """A bound quantized convolution (a Kernel) of input x and output `out` (their shapes and
+    types). then(table) gives the same convolution with a 256-entry table applied to its output
+    bytes as they are written: an 8-bit lookup that was the output's only reader, fused into it
+    (compiler/numpy_fuse.py). warm() runs it once on zeros, so that the compiled loops compile
+    (or fail) at prepare, not in an execution."""
 
     def __init__(self, forward: Callable[[np.ndarray | None], Callable[[np.ndarray, np.ndarray], np.ndarray]],
-                 table: np.ndarray | None = None):
-        self._forward, self.table = forward, table
+                 x: Spec, out: Spec, table: np.ndarray | None = None):
+        self._forward, self._x, self._out, self.table = forward, x, out, table
         self._run = forward(table)
 
     def __call__(self, ins, outs: list[np.ndarray]) -> list[np.ndarray]:
@@ -213,7 +218,12 @@ class QuantConvKernel:
     def then(self, table: np.ndarray) -> "QuantConvKernel":
         if self.table is not None:          # a lookup after a lookup: one composed table
             table = table[self.table.view(np.uint8)]
-        return QuantConvKernel(self._forward, np.ascontiguousarray(table))
+        table = np.ascontiguousarray(table)
+        return QuantConvKernel(self._forward, self._x, (self._out[0], table.dtype), table)
+
+    def warm(self) -> None:
+        if jit.kernels() is not None:       # numpy's passes need no warming
+            self._run(np.zeros(*self._x), np.empty(*self._out))
 
 
 def quant_forward(kind: str, fq: np.ndarray, epilogue: FloatRequantizer, zero_point: int, multiplier: int,
