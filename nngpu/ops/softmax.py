@@ -14,7 +14,6 @@ its slice twice).
 from __future__ import annotations
 
 import functools
-
 import math
 from dataclasses import dataclass
 

@@ -32,6 +32,8 @@ def kernels() -> ModuleType | None:
     """The module of compiled loops (jit_kernels), or None: Numba missing or turned off."""
     if not enabled():
         return None
+    if _loaded:                            # the hot path: loaded once, read without the lock
+        return _loaded[0]
     with _lock:
         if not _loaded:
             _loaded.append(_load())

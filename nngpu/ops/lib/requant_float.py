@@ -126,9 +126,8 @@ class FloatRequantizer:
         terms [len(TERMS), channels] and the limits (below, low, high, lift), float64."""
         terms = self._per_channel.get(channels)
         if terms is None:
-            step = self.step if self.corrects else np.zeros(1)
-            rows = {"m": self.m, "offset": self.offset, "m_high": self.m_high,
-                    "high_offset": self.high_offset, "scale": self.scale, "step": step, "bias": self.bias}
+            rows = {k: getattr(self, k) for k in jit.TERMS}
+            rows["step"] = self.step if self.corrects else np.zeros(1)
             terms = np.stack([np.broadcast_to(rows[k], channels) for k in jit.TERMS]).astype(np.float64)
             self._per_channel = {channels: terms}
         limits = np.array([self.negative_below, self.lo + self.lift, self.hi + self.lift, self.lift], np.float64)
