@@ -107,8 +107,19 @@ def test_the_cts_command_fails_the_cases_left_when_the_service_dies(monkeypatch,
     assert out.count("nngpu serve exited with status -9") == 6
 
 
-def _children(pid: int) -> list[int]:
-    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+def _service_argv(pid: int, proc: subprocess.Popen, deadline: float) -> tuple[int, list[str]]:
+    """The runner's `nngpu serve` child and its argv, once it has exec'd (a child seen between fork and
+    exec still shows the runner's own command line, and other short-lived children may come and go)."""
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+            except FileNotFoundError:  # gone already
+                continue
+            if "serve" in argv and "--socket" in argv:
+                return int(child), argv
+        time.sleep(0.05)
 
 
 def test_ctrl_c_stops_the_service():
@@ -116,12 +127,7 @@ def test_ctrl_c_stops_the_service():
     proc = subprocess.Popen([sys.executable, "-m", "nngpu", "cts", "-q", "--service", "--backend", "numpy",
                              "--path", "all", str(CORPUS)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=_env(), start_new_session=True)  # the interrupt reaches the runner alone
-    end = time.monotonic() + 120
-    while not _children(proc.pid):
-        assert proc.poll() is None and time.monotonic() < end
-        time.sleep(0.05)
-    service = _children(proc.pid)[0]
-    argv = Path(f"/proc/{service}/cmdline").read_bytes().decode().split("\0")
+    service, argv = _service_argv(proc.pid, proc, time.monotonic() + 120)
     socket_folder = Path(argv[argv.index("--socket") + 1]).parent
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
