@@ -1,5 +1,7 @@
-// GEMM for the OpenCL backend: C[M,N] = A[M,K] * B[K,N], row-major float32.
-// Two schedules: the backend picks nn_gemm on GPUs and nn_gemm_vec on CPU devices.
+// GEMM for the OpenCL backend: C[M,N] = A[M,K] * B[K,N], row-major float32, or with B given
+// transposed (B[N,K]: a filter or weight matrix read in place, in the model's own layout).
+// Two schedules each: the backend picks nn_gemm / nn_gemm_nt on GPUs and nn_gemm_vec /
+// nn_gemm_nt_vec on CPU devices.
 #define ROWS 8
 
 // GPUs. Each work-item computes ROWS consecutive rows of one column: neighbouring work-items
@@ -22,6 +24,22 @@ __kernel void nn_gemm(__global const float* restrict A, __global const float* re
             const float b = B[(long)k * N + col];
             for (int r = 0; r < rows; ++r) acc[r] += A[(long)(row + r) * K + k] * b;
         }
+    }
+    for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = acc[r];
+}
+
+// B transposed, GPUs: as nn_gemm, each work-item walking its column's row of B.
+__kernel void nn_gemm_nt(__global const float* restrict A, __global const float* restrict B,
+                         __global float* restrict C, const int M, const int N, const int K) {
+    const int col = get_global_id(0), row = get_global_id(1) * ROWS;
+    if (col >= N) return;
+    const int rows = min(ROWS, M - row);
+    const __global float* b = B + (long)col * K;
+    float acc[ROWS];
+    for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        const float bk = b[k];
+        for (int r = 0; r < rows; ++r) acc[r] += A[(long)(row + r) * K + k] * bk;
     }
     for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = acc[r];
 }
@@ -61,6 +79,55 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
             for (int k = 0; k < K; ++k) s = fma(A[(long)(row + r) * K + k], B[(long)k * N + c], s);
             C[(long)(row + r) * N + c] = s;
         }
+    }
+}
+
+// B transposed, CPU devices: each work-item computes NT_ROWS rows by NT_COLS columns as dot
+// products along K, VW lanes at a time (rows of A and of B are both contiguous in K), summing
+// the lanes at the end and K's last K % VW terms in scalars. A partial block reads its last
+// row or column again in place of the missing ones and stores only what exists. Launch:
+// global = (ceil(N / NT_COLS), ceil(M / NT_ROWS)).
+#define NT_ROWS 4
+#define NT_COLS 4
+#if VW == 16
+#define HALVES(v) ((v).lo + (v).hi)
+#else
+#define HALVES(v) (v)
+#endif
+// The lane sums of four vectors, as one float4: pairwise adds of shuffled halves (a transposing
+// reduction), about 3 vector adds per column where summing each vector alone takes 3 per vector.
+inline float4 lane_sums(const float8 v0, const float8 v1, const float8 v2, const float8 v3) {
+    const float8 t01 = (float8)(v0.lo + v0.hi, v1.lo + v1.hi);
+    const float8 t23 = (float8)(v2.lo + v2.hi, v3.lo + v3.hi);
+    const float8 u = (float8)(t01.even + t01.odd, t23.even + t23.odd);
+    return u.even + u.odd;
+}
+__kernel void nn_gemm_nt_vec(__global const float* restrict A, __global const float* restrict B,
+                             __global float* restrict C, const int M, const int N, const int K) {
+    const int col = get_global_id(0) * NT_COLS, row = get_global_id(1) * NT_ROWS;
+    if (col >= N || row >= M) return;
+    const int rows = min(NT_ROWS, M - row), cols = min(NT_COLS, N - col);
+    const __global float* a[NT_ROWS];
+    const __global float* b[NT_COLS];
+    for (int r = 0; r < NT_ROWS; ++r) a[r] = A + (long)(row + min(r, rows - 1)) * K;
+    for (int c = 0; c < NT_COLS; ++c) b[c] = B + (long)(col + min(c, cols - 1)) * K;
+    VEC(VW) acc[NT_ROWS][NT_COLS];
+    for (int r = 0; r < NT_ROWS; ++r)
+        for (int c = 0; c < NT_COLS; ++c) acc[r][c] = (VEC(VW))(0.0f);
+    int k = 0;
+    for (; k + VW <= K; k += VW) {
+        VEC(VW) av[NT_ROWS], bv[NT_COLS];
+        for (int r = 0; r < NT_ROWS; ++r) av[r] = VLOAD(VW)(0, a[r] + k);
+        for (int c = 0; c < NT_COLS; ++c) bv[c] = VLOAD(VW)(0, b[c] + k);
+        for (int r = 0; r < NT_ROWS; ++r)
+            for (int c = 0; c < NT_COLS; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
+    }
+    for (int r = 0; r < rows; ++r) {
+        float4 s = lane_sums(HALVES(acc[r][0]), HALVES(acc[r][1]), HALVES(acc[r][2]), HALVES(acc[r][3]));
+        for (int t = k; t < K; ++t) s = fma((float4)(a[r][t]), (float4)(b[0][t], b[1][t], b[2][t], b[3][t]), s);
+        __global float* out = C + (long)(row + r) * N + col;
+        if (cols == NT_COLS) vstore4(s, 0, out);
+        else for (int c = 0; c < cols; ++c) out[c] = s[c];
     }
 }
 #endif

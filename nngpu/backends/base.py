@@ -245,9 +245,9 @@ class Backend(ABC):
     def prepare_gemm(self) -> None:
         """Compile what `gemm` launches, at prepare (so a compilation cache holds it too)."""
 
-    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int) -> None:
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False) -> None:
         """C[m, n] = A[m, k] @ B[k, n]: row-major float32 buffers (a library call where the
-        platform has one)."""
+        platform has one); with b_transposed, `b` holds B as [n, k]."""
         raise NotImplementedError(f"the {self.name} backend has no GEMM")
 
     # ---- bound steps: what a plan builds at prepare and only calls per execution ----------------
@@ -255,8 +255,9 @@ class Backend(ABC):
         """The launch of `kernel` over `args`, as a call without arguments."""
         return functools.partial(self.launch, kernel, global_size, args)
 
-    def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int) -> Callable[[], Any]:
-        return functools.partial(self.gemm, a, b, c, m, n, k)
+    def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
+                  b_transposed: bool = False) -> Callable[[], Any]:
+        return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed)
 
     def timed(self, run: Callable[[], Any]) -> int | None:
         """Run a bound step alone and wait for it: its device time in ns from the backend's own
@@ -304,6 +305,12 @@ class Backend(ABC):
 
     def synchronize(self) -> None:
         """Wait for everything enqueued."""
+
+    def constant_buffer(self, host: np.ndarray) -> Any | None:
+        """A read-only buffer that kernels read `host` (a contiguous constant in its storage type)
+        through in place, keeping `host` alive: the host array is then the only copy. None where
+        the device has memory of its own (the caller allocates and uploads)."""
+        return None
 
     # ---- host registration (burst slots) ----------------------------------------------------------
     def register_host(self, view: np.ndarray) -> Any | None:

@@ -139,12 +139,13 @@ class CudaBackend(Backend):
         self.stream.synchronize()
         self._gemm_ready.done = True
 
-    def gemm(self, a, b, c, m: int, n: int, k: int) -> None:
-        """cuBLAS through CuPy, on float32 views of the raw buffers."""
+    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False) -> None:
+        """cuBLAS through CuPy, on float32 views of the raw buffers (a transposed view of B is
+        cuBLAS's own transpose operation, not a copy)."""
         cp = self.cp
         view = lambda buf, rows, cols: buf[: rows * cols * 4].view(cp.float32).reshape(rows, cols)  # noqa: E731
         with self.stream:
-            cp.matmul(view(a, m, k), view(b, k, n), out=view(c, m, n))
+            cp.matmul(view(a, m, k), view(b, n, k).T if b_transposed else view(b, k, n), out=view(c, m, n))
 
     def launch(self, kernel, global_size: int, args: list) -> None:
         if global_size <= 0:

@@ -13,6 +13,7 @@ from ..hal.types import DeviceType
 from .base import Backend, kernel_template
 
 GEMM_ROWS = 8  # rows of C per work-item, as in kernels/gemm.cl
+NT_BLOCK = 4   # rows and columns of C per work-item of nn_gemm_nt_vec (NT_ROWS, NT_COLS there)
 
 
 def _pick_device(cl):
@@ -154,18 +155,21 @@ class OpenCLBackend(Backend):
     def kernel(self, program, name: str):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
-    def _gemm_unit(self, n: int) -> tuple[str, str, int]:
-        """(source, kernel name, columns per work-item) of the GEMM schedule for this device and
-        N: on a CPU device the explicit-vector micro-kernel, 16 columns wide where N allows, else
-        8; on a GPU one column per work-item, coalesced."""
+    def _gemm_unit(self, n: int, b_transposed: bool) -> tuple[str, str, tuple[int, int]]:
+        """(source, kernel name, (columns, rows) of C per work-item) of the GEMM schedule for this
+        device. On a CPU device, explicit-vector micro-kernels: B as [K, N] takes 8 rows by a vector
+        of 16 columns where N allows, else 8; B transposed takes 4 by 4 dot products 16 lanes wide.
+        On a GPU one column per work-item, coalesced where B is [K, N]."""
         if not self.device.type & self.cl.device_type.CPU:
-            return kernel_template("gemm.cl"), "nn_gemm", 1
+            return kernel_template("gemm.cl"), "nn_gemm_nt" if b_transposed else "nn_gemm", (1, GEMM_ROWS)
+        if b_transposed:
+            return "#define VW 16\n" + kernel_template("gemm.cl"), "nn_gemm_nt_vec", (NT_BLOCK, NT_BLOCK)
         width = 16 if n % 16 == 0 else 8
-        return f"#define VW {width}\n" + kernel_template("gemm.cl"), "nn_gemm_vec", width
+        return f"#define VW {width}\n" + kernel_template("gemm.cl"), "nn_gemm_vec", (width, GEMM_ROWS)
 
     def prepare_gemm(self) -> None:
-        for n in (8, 16):
-            source, name, _ = self._gemm_unit(n)
+        for n, b_transposed in ((8, False), (16, False), (16, True)):
+            source, name, _ = self._gemm_unit(n, b_transposed)
             self.compile(source, [name])
 
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
@@ -176,11 +180,11 @@ class OpenCLBackend(Backend):
         kernel.set_args(*args)
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, (int(global_size),), None)
 
-    def bind_gemm(self, a, b, c, m: int, n: int, k: int):
-        source, name, width = self._gemm_unit(n)
+    def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False):
+        source, name, (cols, rows) = self._gemm_unit(n, b_transposed)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k))
-        size = ((n + width - 1) // width, (m + GEMM_ROWS - 1) // GEMM_ROWS)
+        size = ((n + cols - 1) // cols, (m + rows - 1) // rows)
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, size, None)
 
     def timed(self, run) -> int:
@@ -198,6 +202,16 @@ class OpenCLBackend(Backend):
     def synchronize(self) -> None:
         self.queue.finish()
         self._reads.clear()
+
+    def constant_buffer(self, host: np.ndarray):
+        """CL_MEM_USE_HOST_PTR over the constant's host bytes on a device that shares host memory
+        (PoCL, an integrated GPU): the weights are not copied into buffers of the device's own, so a
+        model's constants are held once, by the model (kernels only load elements, so any element
+        alignment serves)."""
+        if not host.nbytes or not self.device.host_unified_memory:
+            return None
+        flags = self.cl.mem_flags.READ_ONLY | self.cl.mem_flags.USE_HOST_PTR
+        return self.cl.Buffer(self.context, flags, hostbuf=host.reshape(-1).view(np.uint8))
 
     def register_host(self, view: np.ndarray):
         """CL_MEM_USE_HOST_PTR over the pool's own pages, on a device that shares host memory

@@ -57,7 +57,8 @@ def run(args) -> int:
                 lines.append(f"step {n:3d} kernel {step.name} ({step.size} threads): {names}")
             elif isinstance(step, GemmStep):
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
-                lines.append(f"step {n:3d} gemm m={step.m} n={step.n} k={step.k} (tensors {step.args}): {names}")
+                bt = " B transposed" if step.b_transposed else ""
+                lines.append(f"step {n:3d} gemm m={step.m} n={step.n} k={step.k}{bt} (tensors {step.args}): {names}")
             elif isinstance(step, HostStep):
                 lines.append(f"step {n:3d} host   {step.op}:{ops[step.op].type.name}")
             elif isinstance(step, Transfer):

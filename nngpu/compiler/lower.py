@@ -58,9 +58,9 @@ class _Builder:
         self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, [self.op]))
         return t
 
-    def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int) -> BufferTensor:
+    def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False) -> BufferTensor:
         c = self.temp((m, n), "float")
-        self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op]))
+        self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op], b_transposed))
         return c
 
 

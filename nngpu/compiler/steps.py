@@ -68,13 +68,15 @@ class KernelStep:
 
 @dataclass
 class GemmStep:
-    """C[m, n] = A[m, k] @ B[k, n] by the backend's library."""
+    """C[m, n] = A[m, k] @ B[k, n] by the backend's library; with b_transposed, B is stored as
+    [n, k] (a weight matrix in the model's own layout, read in place)."""
 
     args: list[int]             # A, B, C
     m: int
     n: int
     k: int
     ops: list[int]              # the operation it is part of (for profiles and dumps)
+    b_transposed: bool = False
 
     @property
     def tensors(self) -> list[int]:

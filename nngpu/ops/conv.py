@@ -218,9 +218,10 @@ def _float_conv(kind: str):
 
 def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute:
     """CONV_2D as GEMM: patches [N*OH*OW, KH*KW*C] (the input itself for a 1x1 stride-1 unpadded
-    conv) times the filter as [KH*KW*C, Cout], then bias and activation in the epilogue."""
+    conv) times the filter, then bias and activation in the epilogue. The filter [Cout, KH, KW, C]
+    is B transposed as it stands, so the GEMM reads the model's weights in place."""
     m, k = g.n * g.oh * g.ow, g.kh * g.kw * g.cin
-    w = node.constant(np.transpose(node.input(1), (1, 2, 3, 0)).reshape(k, g.cout), F32)
+    w = node.constant(node.input(1).reshape(g.cout, k), F32)
     win = g.win
     direct = g.kh == g.kw == 1 and win.stride_h == win.stride_w == 1 and win.pad_top == win.pad_left == 0 \
         and (g.oh, g.ow) == (g.h, g.w)
@@ -228,7 +229,7 @@ def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute:
         a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
     else:
         a = node.materialize(_im2col(node, x, g, m, k), "im2col")
-    product = node.gemm(a, w, m, g.cout, k)
+    product = node.gemm(a, w, m, g.cout, k, b_transposed=True)
     shape, act = node.out_shape(0), node.params.activation
     return Compute(shape, "float", lambda c: activation(product.at(c.flat_in(shape)) + b.load(Coords(b.shape, [c[3]])),
                                                         act))

@@ -158,9 +158,9 @@ def _float_fully_connected(node: OpNode, ins: list) -> Compute:
     batch, k, units = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
     bias = lambda u: b.at(u)  # noqa: E731
     if node.known(1) and node.in_operand(0).type == F32 and batch * units * k >= GEMM_MIN_WORK:
-        wt = node.constant(np.ascontiguousarray(node.input(1).T), F32)
+        w = node.constant(node.input(1), F32)  # [units, k]: B transposed, read in place
         a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
-        product = node.gemm(a, wt, batch, units, k)
+        product = node.gemm(a, w, batch, units, k, b_transposed=True)
         return Compute((batch, units), "float", lambda c: activation(product.at(c.flat_in((batch, units))) + bias(c[1]), act))
     dot = _dot(node, x, _weights(node, w, lambda v: (v, node.in_operand(1).type)), bias, lambda v: v, "float")
     return Compute(dot.shape, "float", lambda c: activation(dot.load(c), act))

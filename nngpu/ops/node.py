@@ -114,7 +114,9 @@ class OpNode(OpContext):
         """A kernel storing `compute` into a temporary before this operation's kernel."""
         return self._builder().materialize(compute, name)
 
-    def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int) -> "BufferTensor":
-        """C[m, n] = A[m, k] @ B[k, n] by the backend's float32 GEMM, into a temporary."""
-        return self._builder().gemm(a, b, m, n, k)
+    def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int,
+             b_transposed: bool = False) -> "BufferTensor":
+        """C[m, n] = A[m, k] @ B[k, n] by the backend's float32 GEMM, into a temporary; with
+        b_transposed, `b` is B as [n, k] (a weight matrix in its own layout: no packed copy)."""
+        return self._builder().gemm(a, b, m, n, k, b_transposed)
 

@@ -67,6 +67,27 @@ class Barrier:
         return seg
 
 
+def _constant_buffers(backend: Backend, spec: SegmentSpec) -> dict[int, Any]:
+    """A buffer for each of the segment's constants (each in a slot of its own), on the constant's
+    host memory where the backend reads it in place, else allocated and uploaded. spec.constants
+    is emptied: an uploaded value is given up, so the backend's copy is the one kept."""
+    written = {spec.aliases.get(t, t) for s in spec.steps
+               for t in (s.args[-1:] if isinstance(s, (KernelStep, GemmStep)) else
+                         [s.tensor] if isinstance(s, Transfer) and s.to_device else [])}
+    buffers: dict[int, Any] = {}
+    while spec.constants:
+        t, value = spec.constants.popitem()
+        host = np.ascontiguousarray(value, dtype=STORAGE_DTYPE[spec.tensors[t].storage])
+        del value
+        size = spec.slot_sizes[spec.slot_of[t]]
+        buf = backend.constant_buffer(host) if t not in written and host.nbytes >= size else None
+        if buf is None:
+            buf = backend.alloc(size)
+            backend.upload(buf, host)
+        buffers[t] = buf
+    return buffers
+
+
 class Segment:
     """Its steps run as the runs of capture.py: on CUDA a device run replays a captured graph
     (replay.py); step by step with `plan.graphs` off, while profiling (each step timed alone)
@@ -75,17 +96,15 @@ class Segment:
     def __init__(self, plan: Owner, spec: SegmentSpec, parent_buffers: Mapping[int, Any]) -> None:
         backend = self.backend = plan.backend
         self.plan, self.spec = plan, spec
-        slots = [backend.alloc(n) for n in spec.slot_sizes]
+        with profiling.span("prepare", "upload constants", bytes=sum(spec.tensors[t].nbytes for t in spec.constants)):
+            constants = _constant_buffers(backend, spec)
+        taken = {spec.slot_of[t] for t in constants}
+        slots = [None if s in taken else backend.alloc(n) for s, n in enumerate(spec.slot_sizes)]
         self.buffers: dict[int, Any] = dict(parent_buffers)
         self.buffers.update({t: slots[s] for t, s in spec.slot_of.items()})
+        self.buffers.update(constants)
         for view, source in spec.aliases.items():
             self.buffers[view] = self.buffers[source]
-        with profiling.span("prepare", "upload constants", bytes=sum(spec.tensors[t].nbytes for t in spec.constants)):
-            while spec.constants:   # each given up once uploaded: the backend's copy is the one kept
-                t, value = spec.constants.popitem()
-                storage = STORAGE_DTYPE[spec.tensors[t].storage]
-                backend.upload(self.buffers[t], np.ascontiguousarray(value, dtype=storage))
-                del value
         self.kernels: dict[str, Any] = {}
         with compiling_for(plan.programs):
             with progress.bar(len(spec.kernels), f"compiling {backend.name} kernels", "kernel") as bar:
@@ -114,7 +133,8 @@ class Segment:
         if isinstance(step, KernelStep):
             return DeviceCall(backend, backend.bind(self.kernels[step.name], step.size, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
-            return DeviceCall(backend, backend.bind_gemm(*(b[t] for t in step.args), step.m, step.n, step.k))
+            return DeviceCall(backend, backend.bind_gemm(*(b[t] for t in step.args), step.m, step.n, step.k,
+                                                                step.b_transposed))
         if isinstance(step, Transfer):
             dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))
             kind = Upload if step.to_device else Download

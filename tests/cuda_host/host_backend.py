@@ -141,10 +141,11 @@ class HostCudaBackend(NumpyBackend):
         self.launched.setdefault(kernel.body, kernel.name)
         self.launches += 1
 
-    def gemm(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, n: int, k: int) -> None:
+    def gemm(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, n: int, k: int,
+             b_transposed: bool = False) -> None:
         """numpy's matmul standing in for cuBLAS (the CUDA backend's GEMM is a library call)."""
         view = lambda buf, rows, cols: buf[: rows * cols * 4].view(np.float32).reshape(rows, cols)  # noqa: E731
-        np.matmul(view(a, m, k), view(b, k, n), out=view(c, m, n))
+        np.matmul(view(a, m, k), view(b, n, k).T if b_transposed else view(b, k, n), out=view(c, m, n))
 
 
 _MARK = b"\0nngpu-cuda-host-source\0"

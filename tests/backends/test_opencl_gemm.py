@@ -1,0 +1,63 @@
+"""kernels/gemm.cl on the OpenCL device here: every schedule (the GPUs' and the CPU devices'),
+with B as [K, N] and transposed, against numpy on sizes past the last whole block and vector;
+and a convolution's filter read by the GEMM in place, in the model's own bytes, on a device
+that shares host memory."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.backends import device_backends
+from nngpu.backends.base import kernel_template
+from nngpu.backends.opencl import GEMM_ROWS, NT_BLOCK
+from nngpu.compiler.steps import GemmStep
+from nngpu.driver.device import Device
+
+from ..compiler.test_gemm import CASES
+from .test_opencl import plan_of
+
+pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+
+# name, VW defined before the source (None: the GPU schedules), B transposed, (columns, rows) per work-item
+SCHEDULES = [("nn_gemm", None, False, (1, GEMM_ROWS)), ("nn_gemm_nt", None, True, (1, GEMM_ROWS)),
+             ("nn_gemm_vec", 8, False, (8, GEMM_ROWS)), ("nn_gemm_vec", 16, False, (16, GEMM_ROWS)),
+             ("nn_gemm_nt_vec", 16, True, (NT_BLOCK, NT_BLOCK))]
+SIZES = [(1, 1, 1), (9, 37, 33), (64, 48, 16), (13, 100, 70)]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return Device("opencl").backend
+
+
+@pytest.mark.parametrize("m, n, k", SIZES)
+@pytest.mark.parametrize("name, vw, b_transposed, block", SCHEDULES, ids=lambda v: str(v))
+def test_schedule_matches_numpy(backend, name, vw, b_transposed, block, m, n, k):
+    if vw == 8 and n % 16 == 0:
+        pytest.skip("VW 8 is the schedule for N that 16 does not divide")
+    rng = np.random.default_rng(m * 1000 + n + k)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    source = ("" if vw is None else f"#define VW {vw}\n") + kernel_template("gemm.cl")
+    kernel = backend.compile(source, [name])[0]
+    bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32))]
+    backend.upload(bufs[0], a)
+    backend.upload(bufs[1], np.ascontiguousarray(b.T) if b_transposed else b)
+    kernel.set_args(*bufs, np.int32(m), np.int32(n), np.int32(k))
+    cols, rows = block
+    backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, (-(-n // cols), -(-m // rows)), None)
+    c = np.empty((m, n), np.float32)
+    backend.download(bufs[2], c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_filter_is_read_in_place():
+    device = Device("opencl")
+    if not device.backend.device.host_unified_memory:
+        pytest.skip("a device with memory of its own holds its copy there")
+    model, _ = CASES["conv3x3-same"]()
+    plan = plan_of(device, model)
+    segment = plan._last[0]  # compiled at prepare for the declared shapes
+    gemm = next(s for s in segment.spec.steps if isinstance(s, GemmStep))
+    assert gemm.b_transposed
+    weights = np.frombuffer(model.operandValues, np.uint8)
+    assert np.shares_memory(segment.buffers[gemm.args[1]].hostbuf, weights)
