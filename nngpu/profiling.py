@@ -247,14 +247,14 @@ def execution() -> ContextManager[None]:
 def step_labels(graph, steps: list) -> list[tuple[str, str, dict]]:
     """(category, name, args) of each step of a segment, named by the operation types it
     computes ("CONV_2D+RELU"; an im2col kernel or a GEMM call by the operation it is part of)."""
-    from .compiler.steps import GemmStep, HostStep, KernelStep
+    from .compiler.steps import GemmStep, HostStep, KernelStep, TemplateStep
 
     def types(ops: list[int]) -> list[str]:
         return [graph.operations[k].type.name for k in sorted(ops)]
 
     labels: list[tuple[str, str, dict]] = []
     for s in steps:
-        if isinstance(s, KernelStep):
+        if isinstance(s, (KernelStep, TemplateStep)):
             labels.append(("kernel", "+".join(types(s.ops)),
                            {"kernel": s.name, "global_size": s.size, "ops": sorted(s.ops), "op_types": types(s.ops)}))
         elif isinstance(s, GemmStep):

@@ -32,7 +32,7 @@ def run(args) -> int:
 
     from ..runtime.interpreter import ExecutionError, GraphRunner
     from ..compiler.lower import trace_segments
-    from ..compiler.steps import GemmStep, HostStep, KernelStep, Transfer
+    from ..compiler.steps import GemmStep, HostStep, KernelStep, TemplateStep, Transfer
     from ..modelutil import as_model_1_3
 
     named = open_model(args.model)
@@ -51,10 +51,11 @@ def run(args) -> int:
         if seg.start:
             lines.append(f"-- from operation {seg.start}: specialised at run time on what earlier results decide")
         for step in seg.steps:
-            if isinstance(step, KernelStep):
+            if isinstance(step, (KernelStep, TemplateStep)):
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 (out / f"{n:03d}_{step.name}{ext}").write_text(step.source)
-                lines.append(f"step {n:3d} kernel {step.name} ({step.size} threads): {names}")
+                kind = "kernel" if isinstance(step, KernelStep) else "library kernel"
+                lines.append(f"step {n:3d} {kind} {step.name} ({step.size} threads): {names}")
             elif isinstance(step, GemmStep):
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 bt = " B transposed" if step.b_transposed else ""
@@ -65,7 +66,7 @@ def run(args) -> int:
                 lines.append(f"step {n:3d} {'upload' if step.to_device else 'download'} operand {step.tensor}")
             n += 1
     device, host = sum(s.device_ops for s in segments), sum(s.host_ops for s in segments)
-    kernels = sum(len(s.kernels) for s in segments)
+    kernels = sum(s.kernel_count for s in segments)
     lines.append(f"{device} operations in {kernels} device kernels, {host} on the host")
     (out / "groups.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -13,7 +13,7 @@ copy, so neither fuses."""
 from __future__ import annotations
 
 from collections import Counter
-from ..ir.tensor import Compute, View, size_of
+from ..ir.tensor import Compute, Stored, View, size_of
 from ..ops.registry import Pattern
 from ..runtime.interpreter import GraphRunner
 from .infer import Inference
@@ -22,13 +22,13 @@ from .steps import Known
 _CHAINS = (Pattern.ELEMENTWISE, Pattern.INJECTIVE)
 
 
-Result = Compute | View
+Result = Compute | View | Stored
 
 
 def results_of(built, num_outputs: int) -> list[Result]:
     """A device implementation's return value as one Result per output."""
     results = list(built) if isinstance(built, (list, tuple)) else [built]
-    if len(results) != num_outputs or not all(isinstance(r, (Compute, View)) for r in results):
+    if len(results) != num_outputs or not all(isinstance(r, (Compute, View, Stored)) for r in results):
         raise TypeError(f"a device implementation gave {len(results)} results for {num_outputs} outputs")
     return results
 

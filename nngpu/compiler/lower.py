@@ -17,7 +17,7 @@ from ..ir.expr import Buffer
 from ..ir.kernel import store
 from ..ir.narrow import narrow_indices
 from ..ir.storage import STORAGE_DTYPE, storage_of
-from ..ir.tensor import BufferTensor, Compute, Tensor
+from ..ir.tensor import BufferTensor, Compute, Stored, Tensor
 from ..ops.lib.dtypes import is_tensor
 from ..ops.node import NeedsValue, OpNode
 from ..ops.registry import Alias, OpError
@@ -25,10 +25,14 @@ from ..runtime.interpreter import GraphRunner
 from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
 from .infer import Inference, infer, initial_known
+from .library import has_template, specialise
 from .memory_plan import plan_slots
-from .steps import NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TensorInfo, Transfer
+from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
+                    Transfer)
 
 log = logging.getLogger("nngpu.compiler")
+
+PACK_BELOW_K, PACK_FROM_M = 512, 8  # a constant B given transposed is packed for such GEMMs (_Builder.gemm)
 
 
 class _Builder:
@@ -58,7 +62,24 @@ class _Builder:
         self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, [self.op]))
         return t
 
+    def has_library(self, kind: str) -> bool:
+        return has_template(self.low.dialect, kind)
+
+    def library(self, kind: str, inputs: list[BufferTensor], size: int, defines: dict[str, object]) -> BufferTensor:
+        out = self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])  # written in place
+        name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
+        source = specialise(self.low.dialect, kind, name, defines)
+        self.steps.append(TemplateStep(name, source, size, [t.buffer.key for t in inputs] + [out.buffer.key], [self.op]))
+        return out
+
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False) -> BufferTensor:
+        key = b.buffer.key
+        if b_transposed and key in self.constants and k < PACK_BELOW_K and m >= PACK_FROM_M:
+            # a short K: B packed as [K, N], a small copy, for the row-blocked schedules (on PoCL
+            # twice as fast as dot products along K up to K = 384, slower from 512 or for M < 8)
+            self.constants[key] = np.ascontiguousarray(self.constants[key].reshape(n, k).T)
+            self.temps[key] = TensorInfo((k, n), self.temps[key].storage, pinned=True)
+            b_transposed = False
         c = self.temp((m, n), "float")
         self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op], b_transposed))
         return c
@@ -85,11 +106,15 @@ class _Lowering:
     def tensor_of(self, idx: int) -> BufferTensor:
         return BufferTensor(Buffer(idx, storage_of(self.graph.operands[idx].type)), self.known.shapes[idx])
 
-    def kernel_step(self, name: str, out: Buffer, value: Tensor, ops: list[int]) -> KernelStep:
+    def unique_name(self, name: str) -> str:
         unique, n = name, 1
         while unique in self.names:
             unique, n = f"{name}_{n}", n + 1
         self.names.add(unique)
+        return unique
+
+    def kernel_step(self, name: str, out: Buffer, value: Tensor, ops: list[int]) -> KernelStep:
+        unique = self.unique_name(name)
         kernel = narrow_indices(store(unique, out, value))
         args = [b.key for b in kernel.inputs] + [out.key]
         return KernelStep(kernel, self.dialect, args, ops)
@@ -220,6 +245,11 @@ class _Emitter:
                     self.device_ops.add(k)
                     continue
                 result = result.compute(self.low.inputs_of(node, self.fused), self.known.shapes[t])
+            if isinstance(result, Stored):  # a library kernel wrote the output itself
+                self.tensors[t] = TensorInfo(self.known.shapes[t], result.tensor.buffer.storage)
+                self.known.on_device.add(t)
+                self.device_ops.add(k)
+                continue
             if t in self.inline:
                 self.fused[t], self.fused_ops[t] = result, ops
             else:

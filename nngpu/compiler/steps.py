@@ -84,6 +84,22 @@ class GemmStep:
 
 
 @dataclass
+class TemplateStep:
+    """A hand-written kernel from kernels/ specialised by #defines (compiler/library.py): compiled
+    as a translation unit of its own and launched as a KernelStep is, over a 1-D grid of `size`."""
+
+    name: str
+    source: str
+    size: int
+    args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
+    ops: list[int]
+
+    @property
+    def tensors(self) -> list[int]:
+        return self.args
+
+
+@dataclass
 class HostStep:
     op: int
     inputs: list[int]
@@ -105,7 +121,7 @@ class Transfer:
         return [self.tensor]
 
 
-Step = KernelStep | GemmStep | HostStep | Transfer
+Step = KernelStep | TemplateStep | GemmStep | HostStep | Transfer
 
 
 @dataclass
@@ -138,6 +154,11 @@ class SegmentSpec:
     def kernels(self) -> list[KernelStep]:
         return [s for s in self.steps if isinstance(s, KernelStep)]
 
+    @property
+    def kernel_count(self) -> int:
+        """Kernels compiled for the segment: generated ones and templates."""
+        return sum(isinstance(s, (KernelStep, TemplateStep)) for s in self.steps)
+
     def units(self, per_unit: int | None = None) -> list[tuple[str, list[str]]]:
         """The segment's kernels as translation units of at most `per_unit` kernels (None: one
         unit): [(source, kernel names)]. Several units let prepare report progress; one unit
@@ -145,7 +166,8 @@ class SegmentSpec:
         kernels = self.kernels
         n = per_unit or max(len(kernels), 1)
         chunks = [kernels[k: k + n] for k in range(0, len(kernels), n)]
-        return [(RENDERERS[self.dialect].render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
+        return ([(RENDERERS[self.dialect].render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
+                + [(s.source, [s.name]) for s in self.steps if isinstance(s, TemplateStep)])
 
 
 

@@ -7,8 +7,8 @@
 - kernel.py: a kernel storing one Compute; storage.py: operand types in buffers."""
 from .expr import (Acc, Buffer, Call, Const, Expr, Helper, Load, Loop, Reduce, Var, as_expr, clamp, const, fn,
                    reduce_sum, select)
-from .tensor import BufferTensor, Compute, Coords, Tensor, broadcast, elementwise, linear, size_of, strides
+from .tensor import BufferTensor, Compute, Coords, Stored, Tensor, broadcast, elementwise, linear, size_of, strides
 
 __all__ = ["Acc", "Buffer", "BufferTensor", "Call", "Compute", "Const", "Coords", "Expr", "Helper", "Load", "Loop",
-           "Reduce", "Tensor", "Var", "as_expr", "broadcast", "clamp", "const", "elementwise", "fn", "linear",
+           "Reduce", "Stored", "Tensor", "Var", "as_expr", "broadcast", "clamp", "const", "elementwise", "fn", "linear",
            "reduce_sum", "select", "size_of", "strides"]

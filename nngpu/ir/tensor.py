@@ -161,3 +161,11 @@ class View:
     def compute(self, inputs: Sequence[Tensor | None], shape: Sequence[int]) -> Compute:
         src = inputs[self.input]
         return Compute(shape, src.dtype, lambda c: src.at(c.flat_in(shape)))
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a library kernel builds: it has written the operation's output, `tensor`, itself
+    (consumers read that buffer; nothing stores a Compute for it)."""
+
+    tensor: BufferTensor

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from ..hal.types import OperationType as Op
-from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Tensor, Var
+from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Stored, Tensor, Var
 from ..ir.window import Image, inside, tap_col, tap_row, window
 from .lib.conv_common import (
     BOOL,
@@ -42,7 +42,7 @@ from .lib.conv_kernels import (
     quant_forward,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
-from .lib.device import QUANT8, activation, floats
+from .lib.device import QUANT8, activation, activation_bounds, floats
 from .lib.dtypes import dtype_of
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -208,12 +208,36 @@ def _float_conv(kind: str):
         if kind == "conv" and not p.nchw and node.known(1) and node.in_operand(0).type == F32 \
                 and g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= GEMM_MIN_WORK:
             return _conv_gemm(node, x, b, g)
+        if kind == "depthwise":
+            stored = _depthwise_library(node, ins, g)
+            if stored is not None:
+                return stored
         w_at = _filter_taps(node, f, kind, lambda w: (w, node.in_operand(1).type))
         bias = lambda co: b.load(Coords(b.shape, [co]))  # noqa: E731
         return Compute(node.out_shape(0), "float",
                        lambda c: activation(_window_sum(node, kind, c, x.load, w_at, bias), p.activation))
     build.__name__ = f"float_{kind}_conv"
     return build
+
+
+def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
+    """The target's hand-written depthwise kernel (compiler/library.py), bias and fused activation
+    included, for a float NHWC layer with depth multiplier 1 whose channels make whole vectors of
+    4 or 8 and whose indices fit in 32 bits; None where it does not apply (the generated kernel)."""
+    p, win = node.params, g.win
+    x, f, b = ins[:3]
+    if (p.nchw or p.multiplier != 1 or g.cout % 4 or node.in_operand(0).type != F32
+            or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
+            or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
+        return None
+    defines: dict[str, object] = dict(VW=8 if g.cout % 8 == 0 else 4, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
+                                      KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
+                                      PT=win.pad_top, PL=win.pad_left)
+    bounds = activation_bounds(p.activation)
+    if bounds is not None:
+        defines.update(LO=f"{bounds[0]:.1f}f", HI="INFINITY" if bounds[1] == float("inf") else f"{bounds[1]:.1f}f")
+    size = g.n * g.oh * g.ow * (g.cout // int(defines["VW"]))
+    return Stored(node.library("depthwise", [x, f, b], size, defines))
 
 
 def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute:

@@ -114,6 +114,15 @@ class OpNode(OpContext):
         """A kernel storing `compute` into a temporary before this operation's kernel."""
         return self._builder().materialize(compute, name)
 
+    def has_library(self, kind: str) -> bool:
+        """Whether the target has a hand-written kernel for `kind` (compiler/library.py)."""
+        return self._builder().has_library(kind)
+
+    def library(self, kind: str, inputs: list["BufferTensor"], size: int, defines: dict[str, object]) -> "BufferTensor":
+        """The hand-written kernel for `kind`, specialised by `defines`, over a 1-D grid of `size`:
+        it reads `inputs` and writes the operation's (one) output itself, returned."""
+        return self._builder().library(kind, inputs, size, defines)
+
     def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int,
              b_transposed: bool = False) -> "BufferTensor":
         """C[m, n] = A[m, k] @ B[k, n] by the backend's float32 GEMM, into a temporary; with

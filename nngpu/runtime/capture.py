@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..compiler.steps import GemmStep, HostStep, KernelStep, Step, Transfer
+from ..compiler.steps import GemmStep, HostStep, KernelStep, Step, TemplateStep, Transfer
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def split_runs(steps: Sequence[Step]) -> list[Run]:
                 runs.append(_device_run(steps, start, i))
             runs.append(Run(i, i + 1, True))
             start = i + 1
-        elif not isinstance(step, (KernelStep, GemmStep, Transfer)):
+        elif not isinstance(step, (KernelStep, TemplateStep, GemmStep, Transfer)):
             raise TypeError(f"step {i} is not a plan step: {type(step).__name__}")
     if start < len(steps):
         runs.append(_device_run(steps, start, len(steps)))

@@ -90,7 +90,7 @@ class Plan:
         with profiling.span("prepare", "plan segment", from_operation=start):
             spec = self.lowering.segment(start, known)
         log.info("segment from operation %d: %d operations in %d kernels, %d on the host%s", start,
-                 spec.device_ops, len(spec.kernels), spec.host_ops,
+                 spec.device_ops, spec.kernel_count, spec.host_ops,
                  f", then a barrier at operation {spec.stop.at}" if spec.stop else "")
         return Segment(self, spec, parent_buffers)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import profiling, progress
 from ..backends.base import Backend, ProgramSet, compiling_for
-from ..compiler.steps import GemmStep, HostStep, KernelStep, Known, SegmentSpec, Transfer
+from ..compiler.steps import GemmStep, HostStep, KernelStep, Known, SegmentSpec, TemplateStep, Transfer
 from ..hal.types import Subgraph
 from ..ir.storage import STORAGE_DTYPE
 from ..ops.lib.dtypes import dtype_of
@@ -72,7 +72,7 @@ def _constant_buffers(backend: Backend, spec: SegmentSpec) -> dict[int, Any]:
     host memory where the backend reads it in place, else allocated and uploaded. spec.constants
     is emptied: an uploaded value is given up, so the backend's copy is the one kept."""
     written = {spec.aliases.get(t, t) for s in spec.steps
-               for t in (s.args[-1:] if isinstance(s, (KernelStep, GemmStep)) else
+               for t in (s.args[-1:] if isinstance(s, (KernelStep, TemplateStep, GemmStep)) else
                          [s.tensor] if isinstance(s, Transfer) and s.to_device else [])}
     buffers: dict[int, Any] = {}
     while spec.constants:
@@ -107,7 +107,7 @@ class Segment:
             self.buffers[view] = self.buffers[source]
         self.kernels: dict[str, Any] = {}
         with compiling_for(plan.programs):
-            with progress.bar(len(spec.kernels), f"compiling {backend.name} kernels", "kernel") as bar:
+            with progress.bar(spec.kernel_count, f"compiling {backend.name} kernels", "kernel") as bar:
                 for source, names in spec.units(backend.kernels_per_unit):
                     with profiling.span("prepare", "compile", backend=backend.name, kernels=names):
                         self.kernels.update(zip(names, backend.compile(source, names)))
@@ -130,7 +130,7 @@ class Segment:
         """The step with everything bound that stays the same between executions (an OpenCL
         kernel's arguments are set here, once)."""
         b, backend, known = self.buffers, self.backend, self.spec.known
-        if isinstance(step, KernelStep):
+        if isinstance(step, (KernelStep, TemplateStep)):
             return DeviceCall(backend, backend.bind(self.kernels[step.name], step.size, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
             return DeviceCall(backend, backend.bind_gemm(*(b[t] for t in step.args), step.m, step.n, step.k,

@@ -1,7 +1,7 @@
 """kernels/gemm.cl on the OpenCL device here: every schedule (the GPUs' and the CPU devices'),
 with B as [K, N] and transposed, against numpy on sizes past the last whole block and vector;
-and a convolution's filter read by the GEMM in place, in the model's own bytes, on a device
-that shares host memory."""
+and a convolution's or fully connected layer's weights read by the GEMM in place, in the model's
+own bytes, on a device that shares host memory."""
 from __future__ import annotations
 
 import numpy as np
@@ -50,14 +50,16 @@ def test_schedule_matches_numpy(backend, name, vw, b_transposed, block, m, n, k)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
 
 
-def test_filter_is_read_in_place():
+@pytest.mark.parametrize("name, in_place", [("conv3x3-in-place", True), ("fully-connected", True),
+                                             ("conv3x3-same", False)])
+def test_filter_is_read_in_place_from_k_512(name, in_place):
+    """K >= 512: the GEMM reads the weights in the model's bytes; a shorter K packs a copy."""
     device = Device("opencl")
     if not device.backend.device.host_unified_memory:
         pytest.skip("a device with memory of its own holds its copy there")
-    model, _ = CASES["conv3x3-same"]()
-    plan = plan_of(device, model)
-    segment = plan._last[0]  # compiled at prepare for the declared shapes
+    model, _ = CASES[name]()
+    segment = plan_of(device, model)._last[0]  # compiled at prepare for the declared shapes
     gemm = next(s for s in segment.spec.steps if isinstance(s, GemmStep))
-    assert gemm.b_transposed
     weights = np.frombuffer(model.operandValues, np.uint8)
-    assert np.shares_memory(segment.buffers[gemm.args[1]].hostbuf, weights)
+    assert gemm.b_transposed == in_place
+    assert np.shares_memory(segment.buffers[gemm.args[1]].hostbuf, weights) == in_place

@@ -43,8 +43,9 @@ CASES = {
     # M = 2025 and N = 20: rows past the last whole block and columns past the last whole vector
     "conv1x1-ragged": lambda: conv((1, 45, 45, 64), 20, 1, 1, 2),
     "fully-connected": lambda: fully_connected(64, 512, 256),
-    # the filter read as B transposed: M, N past the last whole 4 x 4 block, K past the last 16 lanes
     "conv3x3-ragged": lambda: conv((1, 37, 37, 5), 37, 3, 1, 1),
+    # K >= 512: the weights read in place as B transposed; M, N past the last whole 4 x 4 block
+    "conv3x3-in-place": lambda: conv((1, 13, 15, 64), 37, 3, 1, 1),
     "fully-connected-ragged": lambda: fully_connected(7, 1030, 301),
 }
 

@@ -37,6 +37,13 @@ def types_in(allowed: frozenset, *positions: int) -> Callable[[OpNode], bool]:
     return applies
 
 
+def activation_bounds(code: int) -> tuple[float, float] | None:
+    """(lowest, highest) that a fused float activation clamps to, None for NONE."""
+    if code == Act.NONE:
+        return None
+    return {Act.RELU: (0.0, float("inf")), Act.RELU1: (-1.0, 1.0), Act.RELU6: (0.0, 6.0)}[Act(code)]
+
+
 def activation(x: Expr, code: int) -> Expr:
     """A fused activation on a float value, by comparisons so that NaN stays NaN (as np.clip)."""
     if code == Act.NONE:

@@ -1,0 +1,45 @@
+// Float DEPTHWISE_CONV_2D for the OpenCL backend, NHWC with depth multiplier 1: each work-item
+// computes VW neighbouring channels of one output pixel in explicit vectors, so every tap is one
+// vector load of the input and one of the filter [1, KH, KW, C], both contiguous in C. (PoCL
+// vectorises a one-output-per-work-item kernel across work-items, which turns these loads into
+// gathers; GPUs read VW * 4 contiguous bytes per work-item, coalesced across the channel groups.)
+// The compiler specialises it per layer with #defines before this text: NAME, VW (4 or 8, which
+// divides C), N H W C, OH OW, KH KW, SH SW (strides), DH DW (dilations), PT PL (padding top,
+// left), and LO / HI where a fused activation clamps. The bias starts the sum and the taps follow
+// in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.
+// Launch: global = N * OH * OW * (C / VW), 1-D; every index fits in 32 bits (checked at lowering).
+#define VEC_(n) float##n
+#define VEC(n) VEC_(n)
+#define IVEC_(n) int##n
+#define IVEC(n) IVEC_(n)
+#define VLOAD_(n) vload##n
+#define VLOAD(n) VLOAD_(n)
+#define VSTORE_(n) vstore##n
+#define VSTORE(n) VSTORE_(n)
+#define GROUPS (C / VW)
+
+__kernel void NAME(__global const float* restrict x, __global const float* restrict w,
+                   __global const float* restrict bias, __global float* restrict out) {
+    const int g = get_global_id(0);
+    if (g >= N * OH * OW * GROUPS) return;
+    const int c = (g % GROUPS) * VW;
+    const int pixel = g / GROUPS;
+    const int ox = pixel % OW, oy = (pixel / OW) % OH, n = pixel / (OW * OH);
+    const int iy0 = oy * SH - PT, ix0 = ox * SW - PL;
+    VEC(VW) acc = VLOAD(VW)(0, bias + c);
+    for (int ky = 0; ky < KH; ++ky) {
+        const int iy = iy0 + ky * DH;
+        if (iy < 0 || iy >= H) continue;
+        const __global float* row = x + ((n * H + iy) * W) * C + c;
+        for (int kx = 0; kx < KW; ++kx) {
+            const int ix = ix0 + kx * DW;
+            if (ix < 0 || ix >= W) continue;
+            acc = acc + VLOAD(VW)(0, row + ix * C) * VLOAD(VW)(0, w + (ky * KW + kx) * C + c);
+        }
+    }
+#ifdef LO
+    acc = select(acc, (VEC(VW))(LO), (IVEC(VW))(acc < (VEC(VW))(LO)));
+    acc = select(acc, (VEC(VW))(HI), (IVEC(VW))(acc > (VEC(VW))(HI)));
+#endif
+    VSTORE(VW)(acc, 0, out + pixel * C + c);
+}
