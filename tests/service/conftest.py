@@ -43,8 +43,19 @@ class Served:
         end = time.monotonic() + START_TIMEOUT_S
         while "nngpu serve:" not in self.stderr():
             assert self.proc.poll() is None, f"nngpu serve exited {self.proc.returncode}: {self.stderr()}"
-            assert time.monotonic() < end, "nngpu serve did not start"
+            assert time.monotonic() < end, f"nngpu serve did not start: {self._state()}"
             time.sleep(0.05)
+
+    def _state(self) -> str:
+        """What a server that does not come up is doing: its scheduler state, where it waits in
+        the kernel, and what it has printed."""
+        proc = Path(f"/proc/{self.proc.pid}")
+        try:
+            state = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("State:"))
+            wchan = (proc / "wchan").read_text()
+        except (OSError, StopIteration) as e:
+            state, wchan = f"unreadable ({e})", ""
+        return f"{state}, wchan {wchan or '-'}, stderr: {self.stderr()!r}"
 
     def stderr(self) -> str:
         self._log.seek(0)
