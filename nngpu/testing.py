@@ -147,7 +147,8 @@ def run_model(model: Model, inputs: list[np.ndarray], capacities: list[int], dev
         return OpResult(ErrorStatus(status), [], [s.dimensions for s in shapes])
     results = []
     for k, shape in enumerate(shapes):
-        operand = model.operands[model.outputIndexes[k]]
+        main = as_model_1_3(model).main
+        operand = main.operands[main.outputIndexes[k]]
         dt = dtype_of(operand.type)
         n = int(np.prod(shape.dimensions)) if shape.dimensions else 1
         results.append(out_pool.array(dt, out_args[k].location.offset, n).copy().reshape(shape.dimensions))

@@ -9,6 +9,7 @@ import time
 
 from .. import __version__, backends, profiling
 from ..compiler.lower import device_plan
+from ..compiler.pad_fold import fold_pads
 from ..hal.interfaces import IDevice, IPreparedModelCallback
 from ..hal.types import (
     DeviceStatus,
@@ -227,7 +228,8 @@ class Device(IDevice):
     def _build(self, m: Model_1_3, version: HalVersion, priority, programs: ProgramSet) -> PreparedModel:
         t0 = time.perf_counter()
         with profiling.span("prepare", "build executor", backend=self.backend_name):
-            prepared = PreparedModel(self._compile(GraphRunner(m, version), programs), self._resolve_token, priority)
+            runner = GraphRunner(fold_pads(m), version)
+            prepared = PreparedModel(self._compile(runner, programs), self._resolve_token, priority)
         log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
                  (time.perf_counter() - t0) * 1e3)
         return prepared
