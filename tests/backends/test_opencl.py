@@ -1,6 +1,6 @@
 """The OpenCL plan's bound steps: kernel arguments set once at prepare, so each step owns its
 kernel object (two prepared models with GEMMs on one device, executed in turn, keep their own
-arguments); and the device time per kernel from profiling events."""
+arguments); the device time per kernel from profiling events; whole work-groups on a CPU device."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,10 +8,12 @@ import pytest
 
 from nngpu import profiling
 from nngpu.backends import device_backends
+from nngpu.backends.opencl import CPU_WORK_GROUP
 from nngpu.compiler.steps import GemmStep, KernelStep
 from nngpu.driver.callbacks import PreparedModelCallback
 from nngpu.driver.device import Device
 from nngpu.hal import ErrorStatus, ExecutionPreference
+from nngpu.runtime.runners import DeviceCall
 
 from ..compiler.test_gemm import CASES
 
@@ -50,3 +52,18 @@ def test_profiled_kernels_carry_their_device_time():
     assert all(isinstance(e.args["device_ns"], int) and e.args["device_ns"] > 0 for e in events)
     assert all(e.args["device_ns"] <= e.end - e.start for e in events), "device time inside the step's span"
     np.testing.assert_allclose(got[0], plan.reference.run([x])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_cpu_devices_launch_whole_work_groups():
+    """On a CPU device every 1-D kernel runs in work-groups of CPU_WORK_GROUP, the global size
+    rounded up (each kernel returns past its size), and still answers right."""
+    device = Device("opencl")
+    if not device.backend.device.type & device.backend.cl.device_type.CPU:
+        pytest.skip("a GPU's driver chooses its work-groups")
+    model, x = CASES["conv3x3-ragged"]()   # sizes that 256 does not divide
+    plan = plan_of(device, model)
+    launches = [r.call for seg in plan._last for r in seg.runners if isinstance(r, DeviceCall)]
+    kernels = [run for run in launches if len(run.args[2]) == 1]   # queue, kernel, global, local
+    assert kernels and all(run.args[3] == (CPU_WORK_GROUP,) and run.args[2][0] % CPU_WORK_GROUP == 0
+                           for run in kernels)
+    np.testing.assert_allclose(plan.execute([x])[0], plan.reference.run([x])[0], rtol=1e-4, atol=1e-4)
