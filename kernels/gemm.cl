@@ -4,11 +4,28 @@
 // nn_gemm_nt_vec on CPU devices.
 #define ROWS 8
 
+// With EPILOGUE defined (a program of its own), every kernel takes the bias of C's columns and
+// the bounds of a fused activation after C, and stores clamp(C + bias): the convolution's or
+// fully connected layer's output, written once. The clamp compares, so NaN stays NaN; no
+// activation passes -INFINITY and INFINITY.
+#ifdef EPILOGUE
+#define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi
+#define FINISH(v, c) finish((v), bias[c], lo, hi)
+inline float finish(float v, const float b, const float lo, const float hi) {
+    v = v + b;
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+#else
+#define EPILOGUE_ARGS
+#define FINISH(v, c) (v)
+#endif
+
 // GPUs. Each work-item computes ROWS consecutive rows of one column: neighbouring work-items
 // read neighbouring B elements (coalesced) and every B value loaded is reused ROWS times from
 // registers. Launch: global = (N, ceil(M / ROWS)).
 __kernel void nn_gemm(__global const float* restrict A, __global const float* restrict B,
-                      __global float* restrict C, const int M, const int N, const int K) {
+                      __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
     const int col = get_global_id(0), row = get_global_id(1) * ROWS;
     if (col >= N) return;
     float acc[ROWS];
@@ -25,12 +42,12 @@ __kernel void nn_gemm(__global const float* restrict A, __global const float* re
             for (int r = 0; r < rows; ++r) acc[r] += A[(long)(row + r) * K + k] * b;
         }
     }
-    for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = acc[r];
+    for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = FINISH(acc[r], col);
 }
 
 // B transposed, GPUs: as nn_gemm, each work-item walking its column's row of B.
 __kernel void nn_gemm_nt(__global const float* restrict A, __global const float* restrict B,
-                         __global float* restrict C, const int M, const int N, const int K) {
+                         __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
     const int col = get_global_id(0), row = get_global_id(1) * ROWS;
     if (col >= N) return;
     const int rows = min(ROWS, M - row);
@@ -41,7 +58,7 @@ __kernel void nn_gemm_nt(__global const float* restrict A, __global const float*
         const float bk = b[k];
         for (int r = 0; r < rows; ++r) acc[r] += A[(long)(row + r) * K + k] * bk;
     }
-    for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = acc[r];
+    for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = FINISH(acc[r], col);
 }
 
 // CPU devices (PoCL): a register-blocked micro-kernel in explicit vectors. Each work-item
@@ -57,8 +74,26 @@ __kernel void nn_gemm_nt(__global const float* restrict A, __global const float*
 #define VLOAD(n) VLOAD_(n)
 #define VSTORE_(n) vstore##n
 #define VSTORE(n) VSTORE_(n)
+#define IVEC_(n) int##n
+#define IVEC(n) IVEC_(n)
+// The epilogue on a vector of columns from c on (the identity without EPILOGUE).
+#ifdef EPILOGUE
+#define FINISH_VEC_(n, v, c) finish_vec##n((v), VLOAD(n)(0, bias + (c)), lo, hi)
+#define FINISH_VEC(n, v, c) FINISH_VEC_(n, v, c)
+#define FINISH_VEC_DEF_(n) \
+inline VEC(n) finish_vec##n(VEC(n) v, const VEC(n) b, const float lo, const float hi) { \
+    v = v + b; \
+    v = select(v, (VEC(n))(lo), (IVEC(n))(v < (VEC(n))(lo))); \
+    return select(v, (VEC(n))(hi), (IVEC(n))(v > (VEC(n))(hi))); \
+}
+#define FINISH_VEC_DEF(n) FINISH_VEC_DEF_(n)
+FINISH_VEC_DEF(4)
+FINISH_VEC_DEF(VW)
+#else
+#define FINISH_VEC(n, v, c) (v)
+#endif
 __kernel void nn_gemm_vec(__global const float* restrict A, __global const float* restrict B,
-                          __global float* restrict C, const int M, const int N, const int K) {
+                          __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
     const int col = get_global_id(0) * VW, row = get_global_id(1) * ROWS;
     if (col >= N || row >= M) return;
     const int rows = min(ROWS, M - row);
@@ -70,14 +105,14 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
             const VEC(VW) b = VLOAD(VW)(0, B + (long)k * N + col);
             for (int r = 0; r < ROWS; ++r) acc[r] = fma((VEC(VW))(a[(long)r * K + k]), b, acc[r]);
         }
-        for (int r = 0; r < ROWS; ++r) VSTORE(VW)(acc[r], 0, C + (long)(row + r) * N + col);
+        for (int r = 0; r < ROWS; ++r) VSTORE(VW)(FINISH_VEC(VW, acc[r], col), 0, C + (long)(row + r) * N + col);
         return;
     }
     for (int c = col; c < min(col + VW, N); ++c) {
         for (int r = 0; r < rows; ++r) {
             float s = 0.0f;
             for (int k = 0; k < K; ++k) s = fma(A[(long)(row + r) * K + k], B[(long)k * N + c], s);
-            C[(long)(row + r) * N + c] = s;
+            C[(long)(row + r) * N + c] = FINISH(s, c);
         }
     }
 }
@@ -103,7 +138,7 @@ inline float4 lane_sums(const float8 v0, const float8 v1, const float8 v2, const
     return u.even + u.odd;
 }
 __kernel void nn_gemm_nt_vec(__global const float* restrict A, __global const float* restrict B,
-                             __global float* restrict C, const int M, const int N, const int K) {
+                             __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
     const int col = get_global_id(0) * NT_COLS, row = get_global_id(1) * NT_ROWS;
     if (col >= N || row >= M) return;
     const int rows = min(NT_ROWS, M - row), cols = min(NT_COLS, N - col);
@@ -126,8 +161,13 @@ __kernel void nn_gemm_nt_vec(__global const float* restrict A, __global const fl
         float4 s = lane_sums(HALVES(acc[r][0]), HALVES(acc[r][1]), HALVES(acc[r][2]), HALVES(acc[r][3]));
         for (int t = k; t < K; ++t) s = fma((float4)(a[r][t]), (float4)(b[0][t], b[1][t], b[2][t], b[3][t]), s);
         __global float* out = C + (long)(row + r) * N + col;
-        if (cols == NT_COLS) vstore4(s, 0, out);
-        else for (int c = 0; c < cols; ++c) out[c] = s[c];
+        if (cols == NT_COLS) {
+            vstore4(FINISH_VEC(4, s, col), 0, out);
+        } else {
+            float lanes[NT_COLS];
+            vstore4(s, 0, lanes);
+            for (int c = 0; c < cols; ++c) out[c] = FINISH(lanes[c], col + c);
+        }
     }
 }
 #endif

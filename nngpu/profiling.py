@@ -259,7 +259,8 @@ def step_labels(graph, steps: list) -> list[tuple[str, str, dict]]:
                            {"kernel": s.name, "global_size": s.size, "ops": sorted(s.ops), "op_types": types(s.ops)}))
         elif isinstance(s, GemmStep):
             labels.append(("gemm", "+".join(types(s.ops)),
-                           {"m": s.m, "n": s.n, "k": s.k, "b_transposed": s.b_transposed, "ops": sorted(s.ops), "op_types": types(s.ops)}))
+                           {"m": s.m, "n": s.n, "k": s.k, "b_transposed": s.b_transposed, "ops": sorted(s.ops),
+                            "op_types": types(s.ops)}))
         elif isinstance(s, HostStep):
             labels.append(("host", types([s.op])[0], {"ops": [s.op], "op_types": types([s.op])}))
         else:

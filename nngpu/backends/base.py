@@ -255,8 +255,13 @@ class Backend(ABC):
         """The launch of `kernel` over `args`, as a call without arguments."""
         return functools.partial(self.launch, kernel, global_size, args)
 
-    def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
-                  b_transposed: bool = False) -> Callable[[], Any]:
+    def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
+                  epilogue: tuple[Any, float, float] | None = None) -> Callable[[], Any]:
+        """The GEMM as a call without arguments; with epilogue (bias buffer, lo, hi) it stores
+        clamp(C + bias, lo, hi), which only a backend whose dialect is in compiler/library.py's
+        GEMM_EPILOGUE is asked for."""
+        if epilogue is not None:
+            raise NotImplementedError(f"the {self.name} backend's GEMM has no epilogue")
         return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed)
 
     def timed(self, run: Callable[[], Any]) -> int | None:

@@ -159,22 +159,25 @@ class OpenCLBackend(Backend):
     def kernel(self, program, name: str):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
-    def _gemm_unit(self, n: int, b_transposed: bool) -> tuple[str, str, tuple[int, int]]:
+    def _gemm_unit(self, n: int, b_transposed: bool, epilogue: bool) -> tuple[str, str, tuple[int, int]]:
         """(source, kernel name, (columns, rows) of C per work-item) of the GEMM schedule for this
         device. On a CPU device, explicit-vector micro-kernels: B as [K, N] takes 8 rows by a vector
         of 16 columns where N allows, else 8; B transposed takes 4 by 4 dot products 16 lanes wide.
-        On a GPU one column per work-item, coalesced where B is [K, N]."""
+        On a GPU one column per work-item, coalesced where B is [K, N]. With the epilogue, the
+        same kernels add the bias and clamp as they store."""
+        text = ("#define EPILOGUE\n" if epilogue else "") + kernel_template("gemm.cl")
         if not self.device.type & self.cl.device_type.CPU:
-            return kernel_template("gemm.cl"), "nn_gemm_nt" if b_transposed else "nn_gemm", (1, GEMM_ROWS)
+            return text, "nn_gemm_nt" if b_transposed else "nn_gemm", (1, GEMM_ROWS)
         if b_transposed:
-            return "#define VW 16\n" + kernel_template("gemm.cl"), "nn_gemm_nt_vec", (NT_BLOCK, NT_BLOCK)
+            return "#define VW 16\n" + text, "nn_gemm_nt_vec", (NT_BLOCK, NT_BLOCK)
         width = 16 if n % 16 == 0 else 8
-        return f"#define VW {width}\n" + kernel_template("gemm.cl"), "nn_gemm_vec", (width, GEMM_ROWS)
+        return f"#define VW {width}\n" + text, "nn_gemm_vec", (width, GEMM_ROWS)
 
     def prepare_gemm(self) -> None:
-        for n, b_transposed in ((8, False), (16, False), (16, True)):
-            source, name, _ = self._gemm_unit(n, b_transposed)
-            self.compile(source, [name])
+        for epilogue in (False, True):
+            for n, b_transposed in ((8, False), (16, False), (16, True)):
+                source, name, _ = self._gemm_unit(n, b_transposed, epilogue)
+                self.compile(source, [name])
 
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.
@@ -187,10 +190,12 @@ class OpenCLBackend(Backend):
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, (size,),
                                  (group,) if group else None)
 
-    def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False):
-        source, name, (cols, rows) = self._gemm_unit(n, b_transposed)
+    def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
+                  epilogue: tuple | None = None):
+        source, name, (cols, rows) = self._gemm_unit(n, b_transposed, epilogue is not None)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
-        kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k))
+        extra = [] if epilogue is None else [epilogue[0], np.float32(epilogue[1]), np.float32(epilogue[2])]
+        kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k), *extra)
         size = ((n + cols - 1) // cols, (m + rows - 1) // rows)
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, size, None)
 

@@ -12,6 +12,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
 }
 
 
+# dialects whose GEMM adds a bias and clamps in its epilogue (kernels/gemm.cl's EPILOGUE)
+GEMM_EPILOGUE = frozenset({"opencl"})
+
+
 def has_template(dialect: str, kind: str) -> bool:
     return kind in TEMPLATES.get(dialect, {})
 

@@ -25,7 +25,7 @@ from ..runtime.interpreter import GraphRunner
 from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
 from .infer import Inference, infer, initial_known
-from .library import has_template, specialise
+from .library import GEMM_EPILOGUE, has_template, specialise
 from .memory_plan import plan_slots
 from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
                     Transfer)
@@ -69,10 +69,12 @@ class _Builder:
         out = self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])  # written in place
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.dialect, kind, name, defines)
-        self.steps.append(TemplateStep(name, source, size, [t.buffer.key for t in inputs] + [out.buffer.key], [self.op]))
+        args = [t.buffer.key for t in inputs] + [out.buffer.key]
+        self.steps.append(TemplateStep(name, source, size, args, [self.op]))
         return out
 
-    def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False) -> BufferTensor:
+    def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,
+             epilogue: tuple[BufferTensor, tuple[float, float]] | None = None) -> BufferTensor | Stored:
         key = b.buffer.key
         if b_transposed and key in self.constants and k < PACK_BELOW_K and m >= PACK_FROM_M:
             # a short K: B packed as [K, N], a small copy, for the row-blocked schedules (on PoCL
@@ -80,6 +82,12 @@ class _Builder:
             self.constants[key] = np.ascontiguousarray(self.constants[key].reshape(n, k).T)
             self.temps[key] = TensorInfo((k, n), self.temps[key].storage, pinned=True)
             b_transposed = False
+        if epilogue is not None and self.low.dialect in GEMM_EPILOGUE:
+            bias, bounds = epilogue
+            out = self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])  # written in place
+            args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
+            self.steps.append(GemmStep(args, m, n, k, [self.op], b_transposed, bounds))
+            return Stored(out)
         c = self.temp((m, n), "float")
         self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op], b_transposed))
         return c

@@ -69,14 +69,16 @@ class KernelStep:
 @dataclass
 class GemmStep:
     """C[m, n] = A[m, k] @ B[k, n] by the backend's library; with b_transposed, B is stored as
-    [n, k] (a weight matrix in the model's own layout, read in place)."""
+    [n, k] (a weight matrix in the model's own layout, read in place). With bounds, the GEMM's
+    epilogue stores clamp(C + bias[column], lo, hi): args are then A, B, bias, C."""
 
-    args: list[int]             # A, B, C
+    args: list[int]             # A, B, C (A, B, bias, C with bounds)
     m: int
     n: int
     k: int
     ops: list[int]              # the operation it is part of (for profiles and dumps)
     b_transposed: bool = False
+    bounds: tuple[float, float] | None = None
 
     @property
     def tensors(self) -> list[int]:

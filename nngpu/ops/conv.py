@@ -42,7 +42,7 @@ from .lib.conv_kernels import (
     quant_forward,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
-from .lib.device import QUANT8, activation, activation_bounds, floats
+from .lib.device import QUANT8, activation, activation_bounds, floats, gemm_epilogue
 from .lib.dtypes import dtype_of
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -240,7 +240,7 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     return Stored(node.library("depthwise", [x, f, b], size, defines))
 
 
-def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute:
+def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute | Stored:
     """CONV_2D as GEMM: patches [N*OH*OW, KH*KW*C] (the input itself for a 1x1 stride-1 unpadded
     conv) times the filter, then bias and activation in the epilogue. The filter [Cout, KH, KW, C]
     is B transposed as it stands, so the GEMM reads the model's weights in place."""
@@ -253,8 +253,10 @@ def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute:
         a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
     else:
         a = node.materialize(_im2col(node, x, g, m, k), "im2col")
-    product = node.gemm(a, w, m, g.cout, k, b_transposed=True)
     shape, act = node.out_shape(0), node.params.activation
+    product = node.gemm(a, w, m, g.cout, k, b_transposed=True, epilogue=gemm_epilogue(b, act))
+    if isinstance(product, Stored):
+        return product
     return Compute(shape, "float", lambda c: activation(product.at(c.flat_in(shape)) + b.load(Coords(b.shape, [c[3]])),
                                                         act))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hal.types import OperationType as Op
-from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Var
+from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Stored, Var
 from .lib.conv_common import (
     F16,
     F32,
@@ -31,7 +31,7 @@ from .lib.conv_common import (
     requantize_device,
 )
 from .lib.conv_kernels import bound_quant_layer
-from .lib.device import activation, floats
+from .lib.device import activation, floats, gemm_epilogue
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
 
@@ -152,7 +152,7 @@ def _weights(node: OpNode, w, prepare):
 
 
 @SPEC.device(floats(0, 1, 2))
-def _float_fully_connected(node: OpNode, ins: list) -> Compute:
+def _float_fully_connected(node: OpNode, ins: list) -> Compute | Stored:
     x, w, b = ins[:3]
     act = check_activation(int_arg(node, 3))
     batch, k, units = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))
@@ -160,7 +160,9 @@ def _float_fully_connected(node: OpNode, ins: list) -> Compute:
     if node.known(1) and node.in_operand(0).type == F32 and batch * units * k >= GEMM_MIN_WORK:
         w = node.constant(node.input(1), F32)  # [units, k]: B transposed, read in place
         a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
-        product = node.gemm(a, w, batch, units, k, b_transposed=True)
+        product = node.gemm(a, w, batch, units, k, b_transposed=True, epilogue=gemm_epilogue(b, act))
+        if isinstance(product, Stored):
+            return product
         return Compute((batch, units), "float", lambda c: activation(product.at(c.flat_in((batch, units))) + bias(c[1]), act))
     dot = _dot(node, x, _weights(node, w, lambda v: (v, node.in_operand(1).type)), bias, lambda v: v, "float")
     return Compute(dot.shape, "float", lambda c: activation(dot.load(c), act))

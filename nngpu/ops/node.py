@@ -17,7 +17,7 @@ from .lib.dtypes import is_tensor
 from .registry import HalVersion, OpContext, OpError, OpSpec
 
 if TYPE_CHECKING:
-    from ..ir.tensor import BufferTensor, Compute
+    from ..ir.tensor import BufferTensor, Compute, Stored
 
 
 class NeedsValue(Exception):
@@ -123,9 +123,11 @@ class OpNode(OpContext):
         it reads `inputs` and writes the operation's (one) output itself, returned."""
         return self._builder().library(kind, inputs, size, defines)
 
-    def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int,
-             b_transposed: bool = False) -> "BufferTensor":
+    def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int, b_transposed: bool = False,
+             epilogue: tuple["BufferTensor", tuple[float, float]] | None = None) -> "BufferTensor | Stored":
         """C[m, n] = A[m, k] @ B[k, n] by the backend's float32 GEMM, into a temporary; with
-        b_transposed, `b` is B as [n, k] (a weight matrix in its own layout: no packed copy)."""
-        return self._builder().gemm(a, b, m, n, k, b_transposed)
+        b_transposed, `b` is B as [n, k] (a weight matrix in its own layout: no packed copy). With
+        epilogue (bias [n], (lo, hi)), a target whose GEMM has one writes clamp(C + bias, lo, hi)
+        as the operation's output itself and gives Stored; else C comes back for the caller's."""
+        return self._builder().gemm(a, b, m, n, k, b_transposed, epilogue)
 

@@ -133,8 +133,9 @@ class Segment:
         if isinstance(step, (KernelStep, TemplateStep)):
             return DeviceCall(backend, backend.bind(self.kernels[step.name], step.size, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
-            return DeviceCall(backend, backend.bind_gemm(*(b[t] for t in step.args), step.m, step.n, step.k,
-                                                                step.b_transposed))
+            a, w, *bias, c = (b[t] for t in step.args)
+            epilogue = None if step.bounds is None else (bias[0], *step.bounds)
+            return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed, epilogue))
         if isinstance(step, Transfer):
             dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))
             kind = Upload if step.to_device else Download

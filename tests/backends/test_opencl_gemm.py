@@ -1,5 +1,6 @@
 """kernels/gemm.cl on the OpenCL device here: every schedule (the GPUs' and the CPU devices'),
-with B as [K, N] and transposed, against numpy on sizes past the last whole block and vector;
+with B as [K, N] and transposed, plain and with the bias-and-clamp epilogue, against numpy on
+sizes past the last whole block and vector;
 and a convolution's or fully connected layer's weights read by the GEMM in place, in the model's
 own bytes, on a device that shares host memory."""
 from __future__ import annotations
@@ -30,24 +31,29 @@ def backend():
     return Device("opencl").backend
 
 
+@pytest.mark.parametrize("epilogue", [False, True], ids=["plain", "epilogue"])
 @pytest.mark.parametrize("m, n, k", SIZES)
 @pytest.mark.parametrize("name, vw, b_transposed, block", SCHEDULES, ids=lambda v: str(v))
-def test_schedule_matches_numpy(backend, name, vw, b_transposed, block, m, n, k):
+def test_schedule_matches_numpy(backend, name, vw, b_transposed, block, m, n, k, epilogue):
     if vw == 8 and n % 16 == 0:
         pytest.skip("VW 8 is the schedule for N that 16 does not divide")
     rng = np.random.default_rng(m * 1000 + n + k)
     a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    source = ("" if vw is None else f"#define VW {vw}\n") + kernel_template("gemm.cl")
-    kernel = backend.compile(source, [name])[0]
-    bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32))]
+    bias = rng.standard_normal(n, dtype=np.float32)
+    source = ("" if vw is None else f"#define VW {vw}\n") + ("#define EPILOGUE\n" if epilogue else "")
+    kernel = backend.compile(source + kernel_template("gemm.cl"), [name])[0]
+    bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias)]
     backend.upload(bufs[0], a)
     backend.upload(bufs[1], np.ascontiguousarray(b.T) if b_transposed else b)
-    kernel.set_args(*bufs, np.int32(m), np.int32(n), np.int32(k))
+    backend.upload(bufs[3], bias)
+    extra = [bufs[3], np.float32(-0.5), np.float32(1.5)] if epilogue else []  # a clamp that bites both ways
+    kernel.set_args(*bufs[:3], np.int32(m), np.int32(n), np.int32(k), *extra)
     cols, rows = block
     backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, (-(-n // cols), -(-m // rows)), None)
     c = np.empty((m, n), np.float32)
     backend.download(bufs[2], c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
+    want = np.clip(a @ b + bias, -0.5, 1.5) if epilogue else a @ b
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("name, in_place", [("conv3x3-in-place", True), ("fully-connected", True),

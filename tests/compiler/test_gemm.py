@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.steps import GemmStep
+from nngpu.compiler.steps import GemmStep, KernelStep
 from nngpu.compiler.lower import lower_model
 from nngpu.driver.device import Device
 from nngpu.runtime.interpreter import GraphRunner
@@ -55,6 +55,20 @@ def test_takes_the_gemm_path(name):
     model, _ = CASES[name]()
     spec = lower_model(GraphRunner(as_model_1_3(model)), "opencl")
     assert any(isinstance(s, GemmStep) for s in spec.steps)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_opencl_gemm_stores_the_output_with_bias_and_activation(name):
+    """On OpenCL the GEMM's epilogue writes the layer's output (no kernel after it); CUDA's GEMM
+    (cuBLAS) leaves bias and activation to a kernel of their own."""
+    model, _ = CASES[name]()
+    runner = GraphRunner(as_model_1_3(model))
+    steps = lower_model(runner, "opencl").steps
+    gemm = next(s for s in steps if isinstance(s, GemmStep))
+    assert gemm.bounds is not None and gemm.args[-1] == runner.model.main.outputIndexes[0]
+    assert steps.index(gemm) == len(steps) - 1 or not isinstance(steps[steps.index(gemm) + 1], KernelStep)
+    cuda = lower_model(runner, "cuda").steps
+    assert next(s for s in cuda if isinstance(s, GemmStep)).bounds is None
 
 
 @pytest.mark.parametrize("backend", device_backends())

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...hal.types import FusedActivationFunc as Act
 from ...hal.types import OperandType as T
-from ...ir import Compute, Expr, Tensor, clamp
+from ...ir import BufferTensor, Compute, Expr, Tensor, clamp
 from ..node import OpNode
 from ..registry import OpContext
 from .dtypes import dtype_of, quant_range
@@ -42,6 +42,14 @@ def activation_bounds(code: int) -> tuple[float, float] | None:
     if code == Act.NONE:
         return None
     return {Act.RELU: (0.0, float("inf")), Act.RELU1: (-1.0, 1.0), Act.RELU6: (0.0, 6.0)}[Act(code)]
+
+
+def gemm_epilogue(bias: Tensor, code: int) -> tuple[BufferTensor, tuple[float, float]] | None:
+    """What a GEMM's epilogue takes (OpNode.gemm): the stored float bias and the fused activation's
+    bounds (none: the infinities); None where the bias is not a stored float tensor."""
+    if not isinstance(bias, BufferTensor) or bias.buffer.storage != "float":
+        return None
+    return bias, activation_bounds(code) or (-np.inf, np.inf)
 
 
 def activation(x: Expr, code: int) -> Expr:
