@@ -19,10 +19,12 @@ import numpy as np
 from ..hal.types import DataLocation, Model_1_3, Operand, OperandLifeTime, OperandType, Operation, OperationType
 from ..memory import allocate_shared
 from ..modelutil import read_constant
+from ..ops import load_all
+from ..ops.lib.conv_common import PADDING_VALID
+from ..ops.registry import OpContext, OpError
 
 _CONSTANT = (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE)
-_IMPLICIT_INPUTS = {OperationType.CONV_2D: (7, 10), OperationType.DEPTHWISE_CONV_2D: (8, 11)}
-_VALID = 2
+_CONVOLUTIONS = frozenset({OperationType.CONV_2D, OperationType.DEPTHWISE_CONV_2D})
 
 
 def _value(model: Model_1_3, i: int) -> np.ndarray | None:
@@ -39,56 +41,39 @@ def _row_column_pads(model: Model_1_3, pad: Operation) -> tuple[int, int, int, i
     return left, right, top, bottom
 
 
-def _own_padding(model: Model_1_3, op: Operation) -> tuple[tuple[int, int, int, int], int] | None:
-    """(the convolution's explicit padding, the index of its first input after the padding), for
-    an NHWC convolution whose padding is VALID or explicit constants; None otherwise."""
-    implicit, explicit_count = _IMPLICIT_INPUTS[op.type]
-    values = [_value(model, i) for i in op.inputs[3:]]
-    if any(v is None for v in values):
-        return None
-    n = len(op.inputs)
-    is_implicit = n == implicit or (n == implicit + 3 and values[implicit - 3].dtype == np.bool_)
-    nchw_at = implicit if is_implicit else explicit_count
-    if n > nchw_at and bool(values[nchw_at - 3]):
-        return None
-    if is_implicit:
-        return ((0, 0, 0, 0), 4) if int(values[0]) == _VALID else None
-    return tuple(int(v) for v in values[:4]), 7  # type: ignore[return-value]
-
-
-def _dilation(model: Model_1_3, op: Operation) -> tuple[int, int]:
-    implicit, explicit_count = _IMPLICIT_INPUTS[op.type]
-    n = len(op.inputs)
-    if n in (implicit + 3, explicit_count + 3):
-        return int(_value(model, op.inputs[-1])), int(_value(model, op.inputs[-2]))  # (h, w)
-    return 1, 1
-
-
 def _folded_padding(model: Model_1_3, pad: Operation, op: Operation) -> tuple[list[int], int] | None:
+    """(the convolution's explicit padding with the PAD's added, the index of its first input after
+    its padding), read by the convolution's own parameter parser from its constant inputs."""
     g = model.main
     x, padded = g.operands[pad.inputs[0]], g.operands[pad.outputs[0]]
-    if (x.type, x.scale, x.zeroPoint) != (padded.type, padded.scale, padded.zeroPoint) or len(x.dimensions) != 4:
+    extra, filt = _row_column_pads(model, pad), g.operands[op.inputs[1]].dimensions
+    scalars = [_value(model, i) for i in op.inputs[3:]]  # the parser reads no tensor's value
+    if ((x.type, x.scale, x.zeroPoint) != (padded.type, padded.scale, padded.zeroPoint) or extra is None
+            or len(x.dimensions) != 4 or len(filt) != 4 or any(v is None for v in scalars)):
         return None
-    extra, own = _row_column_pads(model, pad), _own_padding(model, op)
-    filt = g.operands[op.inputs[1]].dimensions
-    if extra is None or own is None or len(filt) != 4:
+    try:
+        p = OpContext(op, g.operands, [None, None, None, *scalars]).params
+    except OpError:
         return None
-    dil_h, dil_w = _dilation(model, op)
-    ext_h, ext_w = (filt[1] - 1) * dil_h + 1, (filt[2] - 1) * dil_w + 1
-    total = [a + b for a, b in zip(own[0], extra)]  # left, right, top, bottom
+    if p.nchw or p.pad.code not in (None, PADDING_VALID):
+        return None
+    own = (p.pad.left, p.pad.right, p.pad.top, p.pad.bottom)
+    ext_h, ext_w = (filt[1] - 1) * p.dil_h + 1, (filt[2] - 1) * p.dil_w + 1
+    total = [a + b for a, b in zip(own, extra)]  # left, right, top, bottom
     if max(total[:2]) >= ext_w or max(total[2:]) >= ext_h:
         return None  # the reference refuses padding as large as the filter
-    return total, own[1]
+    return total, 4 if p.pad.code is not None else 7
 
 
 def fold_pads(model: Model_1_3) -> Model_1_3:
     """The model with each such PAD folded into its convolution (the model itself if none is)."""
+    load_all()  # the convolutions' parameter parsers
     g = model.main
     producer = {o: k for k, op in enumerate(g.operations) for o in op.outputs}
     uses = Counter(i for op in g.operations for i in op.inputs)
     folds: dict[int, tuple[int, list[int], int]] = {}   # conv → (its PAD, padding, first input after it)
     for k, op in enumerate(g.operations):
-        p = producer.get(op.inputs[0]) if op.type in _IMPLICIT_INPUTS and op.inputs else None
+        p = producer.get(op.inputs[0]) if op.type in _CONVOLUTIONS and op.inputs else None
         if p is None or g.operations[p].type != OperationType.PAD:
             continue
         t = g.operations[p].outputs[0]
