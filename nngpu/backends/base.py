@@ -243,7 +243,9 @@ class Backend(ABC):
         raise NotImplementedError(f"the {self.name} backend launches no kernels")
 
     def prepare_gemm(self) -> None:
-        """Compile what `gemm` launches, at prepare (so a compilation cache holds it too)."""
+        """Make ready at prepare what `gemm` needs before a graph captures it (CUDA: this thread's
+        cuBLAS handle). A program a bound GEMM compiles joins the compilation cache anyway: a
+        segment binds its steps while it records the programs it uses."""
 
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False) -> None:
         """C[m, n] = A[m, k] @ B[k, n]: row-major float32 buffers (a library call where the

@@ -173,12 +173,6 @@ class OpenCLBackend(Backend):
         width = 16 if n % 16 == 0 else 8
         return f"#define VW {width}\n" + text, "nn_gemm_vec", (width, GEMM_ROWS)
 
-    def prepare_gemm(self) -> None:
-        for epilogue in (False, True):
-            for n, b_transposed in ((8, False), (16, False), (16, True)):
-                source, name, _ = self._gemm_unit(n, b_transposed, epilogue)
-                self.compile(source, [name])
-
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.
     def bind(self, kernel, global_size: int, args: list):

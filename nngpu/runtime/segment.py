@@ -114,7 +114,8 @@ class Segment:
                     bar.update(len(names))
             if any(isinstance(s, GemmStep) for s in spec.steps):
                 backend.prepare_gemm()
-        self.runners = [self._runner(s) for s in spec.steps]
+            # bound inside: a GEMM's program, compiled as it is bound, joins the compilation cache
+            self.runners = [self._runner(s) for s in spec.steps]
         self.runs = split_runs(spec.steps)
         where = f"segment from operation {spec.start}"
         # the device runs as CUDA graphs, by run index (captured now for host inputs; see replay.py)
