@@ -146,8 +146,8 @@ def run_model(model: Model, inputs: list[np.ndarray], capacities: list[int], dev
     if status != ErrorStatus.NONE:
         return OpResult(ErrorStatus(status), [], [s.dimensions for s in shapes])
     results = []
+    main = as_model_1_3(model).main
     for k, shape in enumerate(shapes):
-        main = as_model_1_3(model).main
         operand = main.operands[main.outputIndexes[k]]
         dt = dtype_of(operand.type)
         n = int(np.prod(shape.dimensions)) if shape.dimensions else 1

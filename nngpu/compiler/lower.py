@@ -65,8 +65,12 @@ class _Builder:
     def has_library(self, kind: str) -> bool:
         return has_template(self.low.dialect, kind)
 
+    def _output(self) -> BufferTensor:
+        """The operation's (one) output, for a library kernel that writes it in place."""
+        return self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])
+
     def library(self, kind: str, inputs: list[BufferTensor], size: int, defines: dict[str, object]) -> BufferTensor:
-        out = self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])  # written in place
+        out = self._output()
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.dialect, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]
@@ -84,7 +88,7 @@ class _Builder:
             b_transposed = False
         if epilogue is not None and self.low.dialect in GEMM_EPILOGUE:
             bias, bounds = epilogue
-            out = self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])  # written in place
+            out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
             self.steps.append(GemmStep(args, m, n, k, [self.op], b_transposed, bounds))
             return Stored(out)

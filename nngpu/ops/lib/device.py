@@ -37,11 +37,16 @@ def types_in(allowed: frozenset, *positions: int) -> Callable[[OpNode], bool]:
     return applies
 
 
+_BOUNDS = {Act.RELU: (0.0, np.inf), Act.RELU1: (-1.0, 1.0), Act.RELU6: (0.0, 6.0)}
+
+
 def activation_bounds(code: int) -> tuple[float, float] | None:
     """(lowest, highest) that a fused float activation clamps to, None for NONE."""
     if code == Act.NONE:
         return None
-    return {Act.RELU: (0.0, float("inf")), Act.RELU1: (-1.0, 1.0), Act.RELU6: (0.0, 6.0)}[Act(code)]
+    if code not in _BOUNDS:
+        raise ValueError(f"fused activation {code}")
+    return _BOUNDS[code]
 
 
 def gemm_epilogue(bias: Tensor, code: int) -> tuple[BufferTensor, tuple[float, float]] | None:
@@ -54,13 +59,11 @@ def gemm_epilogue(bias: Tensor, code: int) -> tuple[BufferTensor, tuple[float, f
 
 def activation(x: Expr, code: int) -> Expr:
     """A fused activation on a float value, by comparisons so that NaN stays NaN (as np.clip)."""
-    if code == Act.NONE:
+    bounds = activation_bounds(code)
+    if bounds is None:
         return x
-    if code == Act.RELU:
-        return (x < 0.0).where(0.0, x)
-    if code in (Act.RELU1, Act.RELU6):
-        return clamp(x, -1.0 if code == Act.RELU1 else 0.0, 1.0 if code == Act.RELU1 else 6.0)
-    raise ValueError(f"fused activation {code}")
+    lo, hi = bounds
+    return (x < lo).where(lo, x) if hi == np.inf else clamp(x, lo, hi)
 
 
 def known_scalars(node: OpNode, positions: Sequence[int]) -> bool:
