@@ -9,7 +9,7 @@ from ..driver.device import Device
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IDevice, IPreparedModelCallback
 from ..hal.interfaces import IDevice as IDevice_1_3
-from ..hal.types import DeviceType, ErrorStatus, ExecutionPreference, Model_1_3, Priority
+from ..hal.types import DeviceType, ErrorStatus, ExecutionPreference, Priority
 from . import from_core, to_core
 from .callbacks import Forward
 from .prepared_model import AidlPreparedModel
@@ -88,7 +88,7 @@ class AidlDevice(IDevice):
                     to_core.handles(dataCache, "dataCache"), to_core.token(token))
         except A.ServiceSpecificError as e:
             _refuse(callback, e)
-        self._start(self.core.prepareModelFromCache_1_3, args, callback, None)
+        self._start(self.core.prepareModelFromCache_1_3, args, callback)
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles) -> A.DeviceBuffer:
         args = to_core.allocation(desc, preparedModels, inputRoles, outputRoles,
@@ -99,10 +99,10 @@ class AidlDevice(IDevice):
         return A.DeviceBuffer(AidlBuffer(buffer), token)
 
     # ---- helpers ----------------------------------------------------------------------------
-    def _start(self, prepare, args: tuple, callback, model: Model_1_3 | None) -> None:
+    def _start(self, prepare, args: tuple, callback) -> None:
         """Run the core's prepare call; its callback hears the outcome through a Forward, and a
         refused launch raises with the core's reason."""
-        forward = Forward(callback, lambda prepared: AidlPreparedModel(prepared, model))
+        forward = Forward(callback, AidlPreparedModel)
         status = prepare(*args, forward)
         if status != ErrorStatus.NONE:
             raise A.ServiceSpecificError(status, forward.reason or "the model was refused")
@@ -118,7 +118,7 @@ class AidlDevice(IDevice):
             _refuse(callback, to_core.invalid(str(e)))
         except A.ServiceSpecificError as e:
             _refuse(callback, e)
-        self._start(self.core.prepareModel_1_3, args, callback, converted)
+        self._start(self.core.prepareModel_1_3, args, callback)
 
 
 def _check_callback(callback) -> None:

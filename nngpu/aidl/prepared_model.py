@@ -1,28 +1,28 @@
 """The AIDL IPreparedModel over a prepared model's HIDL 1.3 face: each call converts its
 arguments (to_core), runs the execution, and converts the outcome back (from_core).
 
-In process that is the driver core's PreparedModel, whose own calls a reusable execution and a
-burst use (checked once, pools registered with the backend). Over `nngpu connect` it is the
-service's proxy: every AIDL call then goes as the HIDL 1.3 call it maps to, with the service's
-bounds; a reusable execution checks its request against the model here, and its executions
-and a burst's are executeSynchronously_1_3 calls."""
+In process that is the driver core's PreparedModel. Over `nngpu connect` it is the service's
+proxy: a synchronous or fenced execution goes as the HIDL 1.3 call it maps to, with the
+service's bounds, and a reusable execution or a burst is kept in the service (checked once,
+its pools registered there), as in process."""
 from __future__ import annotations
 
+from ..driver.execution import Result
 from ..driver.prepared_model import PreparedModel
 from ..hal.interfaces import IPreparedModel as IPreparedModel_1_3
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IBurst, IExecution, IPreparedModel
-from ..hal.types import MeasureTiming, Model_1_3, OptionalTimeoutDuration, OptionalTimePoint, Request
+from ..hal.types import MeasureTiming, OptionalTimeoutDuration, OptionalTimePoint, Request
 from . import from_core, to_core
+from .burst import AidlBurst
+from .execution import AidlExecution
 from .fenced import fenced_result
 
 
 class AidlPreparedModel(IPreparedModel):
-    def __init__(self, core: IPreparedModel_1_3, model: Model_1_3 | None = None):
-        """core: the HIDL prepared model; model: what was prepared, where known (a remote
-        reusable execution checks its request against it)."""
+    def __init__(self, core: IPreparedModel_1_3):
+        """core: the HIDL prepared model (the driver core's, or the service's proxy)."""
         self.core = core
-        self.model = model
         self.local = isinstance(core, PreparedModel)
 
     def run(self, request: Request, measure: MeasureTiming, loop: OptionalTimeoutDuration,
@@ -60,12 +60,15 @@ class AidlPreparedModel(IPreparedModel):
         return fenced_result(status, fence, callback)
 
     def configureExecutionBurst(self) -> IBurst:
-        from .burst import AidlBurst
-        return AidlBurst(self)
+        return AidlBurst(_created(self.core.token_burst()))
 
     def createReusableExecution(self, request, config) -> IExecution:
-        from .execution import AidlExecution, RemoteExecution
         measure, loop = to_core.execution_config(config)
-        if self.local:
-            return AidlExecution(self.core, to_core.request(request), measure, loop)
-        return RemoteExecution(self, to_core.request(request), measure, loop)
+        return AidlExecution(_created(self.core.reusable_execution(to_core.request(request), measure, loop)))
+
+
+def _created(core):
+    """A core object the core made, or the error of its refusal."""
+    if isinstance(core, Result):
+        from_core.raise_for(core.status, core.reason)
+    return core

@@ -98,12 +98,6 @@ def memory(value, what: str = "memory") -> Memory:
     return Memory("mmap_fd", length, _dup(f.fd, f"{what}.mappableFile.fd"), offset)
 
 
-def identity(memory: Memory) -> tuple:
-    """What makes two converted memories the same memory: the file and the region of it."""
-    st = os.fstat(memory.fd)
-    return memory.name, st.st_dev, st.st_ino, memory.size, memory.offset
-
-
 def _location(value, what: str, padding_allowed: bool) -> DataLocation:
     if not isinstance(value, A.DataLocation):
         raise invalid(f"{what} is not a DataLocation: {type(value).__name__}")

@@ -12,6 +12,8 @@ from ..validation import ValidationError
 from .execution import Result, begin, check, run
 from ..runtime.executor import Executor
 from .fenced import launch_fenced, timeout_ns
+from .reusable import ReusableExecution
+from .token_burst import TokenBurst
 from .work_queue import PriorityPool
 
 log = logging.getLogger("nngpu.prepared_model")
@@ -55,6 +57,15 @@ class PreparedModel(IPreparedModel):
         """A synchronous execution as the driver core gives it: the Result, with the reason of a
         failure (the HAL methods return its status, shapes and timing)."""
         return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout), deadline)
+
+    def reusable_execution(self, request: Request, measure: MeasureTiming,
+                           loop: OptionalTimeoutDuration) -> ReusableExecution | Result:
+        """An execution of `request` to repeat (AIDL IExecution), or why the request is refused."""
+        return ReusableExecution.create(self, request, measure, loop)
+
+    def token_burst(self) -> TokenBurst:
+        """A burst whose pools may carry memory identifier tokens (AIDL IBurst)."""
+        return TokenBurst(self)
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run `job` on the shared execution pool, in this model's turn."""

@@ -419,6 +419,21 @@ CALLS["fencedInfo"] = {"fenced": ID}  # IFencedExecutionCallback::getExecutionIn
 CALLS["releaseFenced"] = {"fenced": ID}
 CALLS["prepareFromCache"] = {"version": integer(12, 13), "callback": ID, "deadline": optional(U64), **_CACHES}
 CALLS["execute"].update(version=optional(HAL_VERSION), **_TIMED)
+# The AIDL IExecution and IBurst, kept in the service: a reusable execution is checked and its
+# pools registered once, a burst keeps each token's memory until releaseToken (-1: no token).
+MEMORY_TOKEN = integer(-1, (1 << 63) - 1)
+CALLS.update({
+    "createExecution": {"model": ID, "request": REQUEST, "measure": enum(MeasureTiming),
+                        "loop_timeout": optional(U64)},
+    "runExecution": {"execution": ID, "deadline": optional(U64)},
+    "fencedExecution": {"execution": ID, "wait_for": HANDLES, "deadline": optional(U64), "duration": optional(U64)},
+    "releaseExecution": {"execution": ID},
+    "openTokenBurst": {"model": ID},
+    "runTokenBurst": {"burst": ID, "request": REQUEST, "tokens": array(MEMORY_TOKEN, 1 << 12),
+                      "measure": enum(MeasureTiming), **_TIMED},
+    "releaseToken": {"burst": ID, "token": MEMORY_TOKEN},
+    "closeTokenBurst": {"burst": ID},
+})
 _REPLY = {"status": STATUS, "error": optional(text(MAX_ERROR))}
 REPLIES: dict[str, dict[str, Field]] = {op: dict(_REPLY) for op in CALLS}
 REPLIES["prepare"]["model"] = optional(ID)
@@ -429,7 +444,12 @@ REPLIES["info"].update(version_string=optional(text(MAX_ERROR)), type=optional(e
 REPLIES["capabilities"]["capabilities"] = optional(CAPABILITIES)
 REPLIES["supported"]["supported"] = optional(array(BOOL))
 REPLIES["allocate"]["token"] = optional(U32)
-REPLIES["executeFenced"].update(fence=optional(KEPT_HANDLE), fenced=optional(ID))
+for _op in ("executeFenced", "fencedExecution"):
+    REPLIES[_op].update(fence=optional(KEPT_HANDLE), fenced=optional(ID))
+for _op in ("runExecution", "runTokenBurst"):
+    REPLIES[_op].update(shapes=optional(array(SHAPE)), timing=optional(TIMING))
+REPLIES["createExecution"]["execution"] = optional(ID)
+REPLIES["openTokenBurst"]["burst"] = optional(ID)
 REPLIES["fencedInfo"].update(info_status=optional(STATUS), launched=optional(TIMING), after_fences=optional(TIMING))
 REPLIES["info"]["cache_files"] = optional(array(U32, 2))  # getNumberOfCacheFilesNeeded
 

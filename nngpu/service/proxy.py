@@ -9,7 +9,9 @@ model executeSynchronously*, execute* (callbacks notified by an `executed` call 
 configureExecutionBurst (the burst's FMQs cross as fds), executeFenced (sync fences in and out
 as fds) with its IFencedExecutionCallback; the compilation cache too
 (getNumberOfCacheFilesNeeded, prepareModel*'s cache handles, prepareModelFromCache*), its
-files travelling as fds. That is every method of IDevice and IPreparedModel 1.0-1.3.
+files travelling as fds. That is every method of IDevice and IPreparedModel 1.0-1.3. For the
+AIDL face, the prepared model also opens a reusable execution or a burst with memory
+identifier tokens kept in the service (nngpu.service.remote_reusable).
 
 Every callback is notified exactly once: by the service's call back after a successful launch,
 here with the launch status after a failed one, and with DEVICE_UNAVAILABLE when the service goes
@@ -26,29 +28,22 @@ import os
 import queue
 import socket
 import threading
-import time
 import weakref
 from typing import Any
 
-from ..driver.deadline import deadline_ns
+from ..driver.execution import Result
 from ..driver.fenced import FENCE_ERROR, FenceState, fence_kind, fence_state
-from ..hal.interfaces import IBuffer, IDevice, IFencedExecutionCallback, IPreparedModel
+from ..hal.interfaces import IBuffer, IDevice, IPreparedModel
 from ..hal.types import DeviceStatus, ErrorStatus, NativeHandle, Timing
-from ..validation import ValidationError
 from .client import BurstService, RemotePreparedModel
 from .codec import WireError
-from .wire import CALL_TIMEOUT_S, IpcError
+from .remote_calls import failure, fenced_outcome, timed, wait_s
+from .remote_reusable import RemoteReusableExecution, RemoteTokenBurst
+from .wire import IpcError
 
 log = logging.getLogger("nngpu.service")
 
 HANDSHAKE_TIMEOUT_S = 10.0
-DEADLINE_GRACE_S = 2.0
-
-
-def _failure(method: str, e: Exception) -> ErrorStatus:
-    """A call that could not be made: a value the schema cannot hold, or a service gone."""
-    log.warning("%s: %s", method, e)
-    return ErrorStatus.INVALID_ARGUMENT if isinstance(e, WireError) else ErrorStatus.DEVICE_UNAVAILABLE
 
 
 def _is_callback(callback: Any) -> bool:
@@ -60,24 +55,6 @@ def _notify(callback: Any, method: str, *args) -> None:
         getattr(callback, method)(*args)
     except Exception:
         log.exception("a callback raised")
-
-
-def _wait_s(deadline) -> float:
-    """How long to wait for the reply to a call with this deadline: until it, and DEADLINE_GRACE_S
-    for the answer to arrive, after which the service is taken for stopped or gone."""
-    try:
-        ns = deadline_ns(deadline)
-    except ValidationError:  # the service answers INVALID_ARGUMENT
-        ns = None
-    if ns is None:
-        return CALL_TIMEOUT_S
-    return max(0.0, (ns - time.monotonic_ns()) / 1e9) + DEADLINE_GRACE_S
-
-
-def _timed(deadline, loop) -> dict:
-    """An OptionalTimePoint and an OptionalTimeoutDuration as the wire's nanoseconds (None: absent)."""
-    return {"deadline": getattr(deadline, "nanosecondsSinceEpoch", None),
-            "loop_timeout": getattr(loop, "nanoseconds", None)}
 
 
 class _Link(BurstService):
@@ -179,7 +156,7 @@ class _Link(BurstService):
         try:
             status = self._conn.call(op, {**args, "callback": cid})["status"]
         except (IpcError, WireError) as e:
-            status = _failure(op, e)
+            status = failure(op, e)
         if status != ErrorStatus.NONE and self.claim(cid, notice) is not None:
             _notify(callback, method, status, *fail)
         return status
@@ -197,7 +174,7 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
         args = {"model": self.model_id, "request": request, "measure": measure, "version": version,
-                **_timed(deadline, loop)}
+                **timed(deadline, loop)}
         fail = () if method == "notify" else ([], Timing())
         return self._service.launch("executeAsync", args, callback, "executed", method, fail)
 
@@ -214,11 +191,19 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
         try:
             reply = self._service._conn.call("execute", {"model": self.model_id, "request": request,
                                                          "measure": measure, "version": 13,
-                                                         **_timed(deadline, loopTimeoutDuration)},
-                                             timeout=_wait_s(deadline))
+                                                         **timed(deadline, loopTimeoutDuration)},
+                                             timeout=wait_s(deadline))
         except (IpcError, WireError) as e:
-            return _failure("executeSynchronously_1_3", e), [], Timing()
+            return failure("executeSynchronously_1_3", e), [], Timing()
         return reply["status"], reply.get("shapes", []), reply.get("timing", Timing())
+
+    def reusable_execution(self, request, measure, loop) -> RemoteReusableExecution | Result:
+        """An execution kept in the service, its request checked there once (AIDL IExecution)."""
+        return RemoteReusableExecution.create(self._service, self.model_id, request, measure, loop)
+
+    def token_burst(self) -> RemoteTokenBurst | Result:
+        """A burst kept in the service, which keeps its tokens' memories (AIDL IBurst)."""
+        return RemoteTokenBurst.open(self._service, self.model_id)
 
     def executeFenced(self, request, waitFor, measure, deadline, loopTimeoutDuration, duration):
         """The fences' fds travel (the service dups those it waits on); the returned fence is a
@@ -226,15 +211,11 @@ class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
         try:
             reply = self._service._conn.call("executeFenced", {
                 "model": self.model_id, "request": request, "wait_for": list(waitFor), "measure": measure,
-                "duration": getattr(duration, "nanoseconds", None), **_timed(deadline, loopTimeoutDuration)},
-                timeout=_wait_s(deadline))
+                "duration": getattr(duration, "nanoseconds", None), **timed(deadline, loopTimeoutDuration)},
+                timeout=wait_s(deadline))
         except (IpcError, WireError, TypeError) as e:
-            return _failure("executeFenced", e), NativeHandle(), None
-        fenced, fence = reply.get("fenced"), reply.get("fence", NativeHandle())
-        if fenced is None:
-            return reply["status"], fence, None
-        held = self._service.hold_fence(fence.fds[0]) if fence.fds else None
-        return reply["status"], fence, RemoteFencedCallback(self._service, fenced, held)
+            return failure("executeFenced", e), NativeHandle(), None
+        return fenced_outcome(self._service, reply)
 
 
 def _release_loop(releases: queue.SimpleQueue, conn) -> None:
@@ -252,25 +233,6 @@ def _release_loop(releases: queue.SimpleQueue, conn) -> None:
             pass
 
 
-class RemoteFencedCallback(IFencedExecutionCallback):
-    """A fenced execution's callback in the service; `fence`: the link's dup of its fence, held
-    while this object lives."""
-
-    def __init__(self, link: _Link, fenced_id: int, fence: int | None = None):
-        self._link, self._id = link, fenced_id
-        weakref.finalize(self, link.release_later, "releaseFenced", {"fenced": fenced_id})
-        weakref.finalize(self, link.drop_fence, fence)
-
-    def getExecutionInfo(self):
-        try:
-            reply = self._link._conn.call("fencedInfo", {"fenced": self._id})
-        except (IpcError, WireError) as e:
-            return _failure("getExecutionInfo", e), Timing(), Timing()
-        if reply["status"] != ErrorStatus.NONE:
-            return reply["status"], Timing(), Timing()
-        return reply["info_status"], reply["launched"], reply["after_fences"]
-
-
 class RemoteBuffer(IBuffer):
     """A device buffer in the service; the service keeps it while this object lives."""
 
@@ -282,7 +244,7 @@ class RemoteBuffer(IBuffer):
         try:
             return self._link._conn.call(method, {"buffer": self.token, **args})["status"]
         except (IpcError, WireError) as e:
-            return _failure(method, e)
+            return failure(method, e)
 
     def copyTo(self, dst) -> ErrorStatus:
         return self._copy("copyTo", {"memory": dst})
@@ -323,7 +285,7 @@ class RemoteDevice(IDevice):
         try:
             reply = self._link._conn.call(op, args)
         except (IpcError, WireError) as e:
-            return _failure(method, e), {}
+            return failure(method, e), {}
         return reply["status"], reply
 
     # ---- what the device is --------------------------------------------------------------------
@@ -386,7 +348,7 @@ class RemoteDevice(IDevice):
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
         args = {"model": model, "preference": preference, "version": version, "priority": priority,
-                "deadline": _timed(deadline, None)["deadline"], **_caches(*caches)}
+                "deadline": timed(deadline, None)["deadline"], **_caches(*caches)}
         return self._link.launch("prepare", args, callback, "prepared", _NOTIFY[version], (None,))
 
     def prepareModel(self, model, callback):
@@ -405,7 +367,7 @@ class RemoteDevice(IDevice):
     def _from_cache(self, version: int, deadline, caches, callback) -> ErrorStatus:
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
-        args = {"version": version, "deadline": _timed(deadline, None)["deadline"], **_caches(*caches)}
+        args = {"version": version, "deadline": timed(deadline, None)["deadline"], **_caches(*caches)}
         return self._link.launch("prepareFromCache", args, callback, "prepared", _NOTIFY[version], (None,))
 
     def prepareModelFromCache(self, modelCache, dataCache, token, callback):
@@ -443,8 +405,8 @@ class RemoteDevice(IDevice):
 
 def connect(path: str, hal: str = "hidl"):
     """The IDevice served at `path` by `nngpu serve`: its HIDL 1.0-1.3 face, or with hal="aidl"
-    its AIDL face (nngpu.aidl over that HIDL 1.3 face: every AIDL call goes as the HIDL call it
-    maps to). OSError if nothing listens there; ConnectionRefusedError if the service does not
+    its AIDL face (nngpu.aidl over that HIDL 1.3 face, with reusable executions and bursts kept
+    in the service). OSError if nothing listens there; ConnectionRefusedError if the service does not
     admit this uid; ValueError for another `hal`."""
     if hal not in ("hidl", "aidl"):
         raise ValueError(f"hal {hal!r}: choose hidl or aidl")

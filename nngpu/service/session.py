@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ..hal.interfaces import IBurstCallback
 from ..hal.types import ErrorStatus, MemoryPool, Model, OptionalTimeoutDuration, OptionalTimePoint, Priority
 from .notices import ExecutedNotice, PreparedNotice, SentHandle
+from .reusable_calls import KeptFull, ReusableCalls
 from .wire import CALL_TIMEOUT_S, Connection, IpcError
 
 log = logging.getLogger("nngpu.burst_ipc")
@@ -62,7 +63,7 @@ _SUPPORTED = {10: "getSupportedOperations", 11: "getSupportedOperations_1_1", 12
 _CAPABILITIES = {10: "getCapabilities", 11: "getCapabilities_1_1", 12: "getCapabilities_1_2", 13: "getCapabilities_1_3"}
 
 
-class Session:
+class Session(ReusableCalls):
     """One client connection to the service: its prepared models and bursts."""
 
     def __init__(self, device, sock: socket.socket, on_end: Callable[[], None] | None = None):
@@ -72,6 +73,7 @@ class Session:
         self.bursts: dict[int, Any] = {}
         self.buffers: dict[int, Any] = {}  # token -> IBuffer: what keeps a device buffer alive
         self.fenced: dict[int, Any] = {}  # id -> IFencedExecutionCallback
+        ReusableCalls.__init__(self)  # the AIDL reusable executions and bursts
         self._lock = threading.Lock()
         self._next = 0
         self._preparing = 0  # prepares launched and not yet notified
@@ -96,6 +98,7 @@ class Session:
             close = getattr(b, "close", None)
             if close:
                 close()
+        self.close_reusable()
 
     def _new_id(self) -> int:
         with self._lock:
@@ -112,7 +115,7 @@ class Session:
             return fn(args)
         except KeyError as e:
             return {"status": ErrorStatus.INVALID_ARGUMENT, "error": str(e)}
-        except _Full as e:
+        except (_Full, KeptFull) as e:
             return {"status": ErrorStatus.GENERAL_FAILURE, "error": str(e)}
 
     def _room(self, table: dict, what: str) -> None:
@@ -253,9 +256,12 @@ class Session:
 
     def _op_executeFenced(self, args):
         self._room(self.fenced, "fenced executions")
-        status, fence, callback = self._model(args).executeFenced(
+        return self.fenced_reply(*self._model(args).executeFenced(
             self._request(args), args["wait_for"], args["measure"], OptionalTimePoint(args.get("deadline")),
-            OptionalTimeoutDuration(args.get("loop_timeout")), OptionalTimeoutDuration(args.get("duration")))
+            OptionalTimeoutDuration(args.get("loop_timeout")), OptionalTimeoutDuration(args.get("duration"))))
+
+    def fenced_reply(self, status: ErrorStatus, fence, callback) -> dict:
+        """A fenced execution's reply: its fence, and its callback kept under a new id."""
         reply: dict = {"status": status, "fence": SentHandle(fence.fds, fence.ints) if fence.fds else None}
         if callback is not None:
             reply["fenced"] = fid = self._new_id()

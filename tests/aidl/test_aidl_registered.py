@@ -1,16 +1,19 @@
 """A reusable execution and an AIDL burst on a device plan: the request's memories are registered
 with the backend once, each execution then moves its inputs and outputs device-side with no host
 upload or download (counted), writes nothing outside its output region, and the registrations
-are released with the execution, or the token."""
+are released with the execution, or the token. In process, and through a service session (where
+the service registers the client's memories)."""
 from __future__ import annotations
 
 import gc
+import time
 
 import numpy as np
 import pytest
 
 from nngpu.aidl import AidlDevice, PreparedModelCallback, from_core
 from nngpu.backends import device_backends
+from nngpu.driver.device import Device
 from nngpu.hal.aidl import types as A
 from nngpu.hal.types import ErrorStatus, ExecutionPreference, FusedActivationFunc, Priority
 from nngpu.hal.types import OperationType as Op
@@ -18,14 +21,33 @@ from nngpu.memory import allocate_shared
 
 from tests.compiler.model_builder import T, ModelBuilder
 from tests.driver.test_burst_registered import count_calls
+from tests.service.conftest import SessionPair
 
 SENTINEL = 0xA5
 X, Y = np.arange(6, dtype=np.float32), np.full(6, 0.5, np.float32)
 
 
-@pytest.fixture(scope="module", params=device_backends())   # none here: the tests are skipped
-def device(request) -> AidlDevice:
-    return AidlDevice(backend=request.param)
+@pytest.fixture(scope="module", params=[(b, served) for b in device_backends() for served in (False, True)],
+                ids=lambda p: f"{p[0]}-{'served' if p[1] else 'in-process'}")   # none: the tests are skipped
+def setting(request) -> tuple[str, bool]:
+    """(backend, through a service session)."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def core(setting) -> Device:
+    return Device(setting[0])
+
+
+@pytest.fixture(scope="module")
+def device(setting, core) -> AidlDevice:
+    """The AIDL face over `core`: in process, or through a service session on it (a socketpair)."""
+    if not setting[1]:
+        yield AidlDevice(core)
+        return
+    pair = SessionPair(core)
+    yield pair.aidl
+    pair.close()
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +64,8 @@ def prepared(device):
 
 
 @pytest.fixture
-def counts(device, monkeypatch) -> dict:
-    return count_calls(device.core, monkeypatch)
+def counts(core, monkeypatch) -> dict:
+    return count_calls(core, monkeypatch)
 
 
 def _request():
@@ -75,7 +97,10 @@ def test_reusable_execution_moves_no_data_through_the_host(prepared, counts):
         assert counts == {"copy": 3}             # two inputs in, one output out, all device-side
         _check(inp, out, k)
     del execution
-    gc.collect()
+    end = time.monotonic() + 10.0                # a service hears of the collection a moment later
+    while counts.get("release_host") != 2 and time.monotonic() < end:
+        gc.collect()
+        time.sleep(0.01)
     assert counts.get("release_host") == 2
 
 

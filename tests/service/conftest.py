@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -124,3 +125,21 @@ def served(short_dir):
     s = Served(short_dir / "s.sock")
     yield s
     s.stop()
+
+
+class SessionPair:
+    """A service Session on `device` in this process, over a real socketpair, and the client's
+    side of it: `link` (what nngpu.connect holds) and `aidl`, the AIDL IDevice over it."""
+
+    def __init__(self, device):
+        from nngpu.aidl import AidlDevice
+        from nngpu.service.proxy import RemoteDevice, _Link
+        from nngpu.service.session import Session
+
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.session = Session(device, theirs)
+        self.link = _Link(mine)
+        self.aidl = AidlDevice(RemoteDevice(self.link))
+
+    def close(self) -> None:
+        self.link.close()

@@ -109,6 +109,16 @@ def calls_and_replies():
         "releaseFenced": [{"fenced": 4}],
         "executed": [{"callback": 2, "status": ErrorStatus.NONE, "shapes": [OutputShape([1], True)],
                       "timing": Timing(1, 2)}],
+        "createExecution": [{"model": 1, "request": request, "measure": MeasureTiming.YES},
+                            {"model": 1, "request": request, "measure": MeasureTiming.NO, "loop_timeout": 3}],
+        "runExecution": [{"execution": 2}, {"execution": 2, "deadline": 2 ** 64 - 1}],
+        "fencedExecution": [{"execution": 2, "wait_for": [NativeHandle([mem.fd])], "deadline": 1, "duration": 0}],
+        "releaseExecution": [{"execution": 2}],
+        "openTokenBurst": [{"model": 1}],
+        "runTokenBurst": [{"burst": 3, "request": request, "tokens": [-1, 0, 2 ** 63 - 1], "measure": MeasureTiming.NO,
+                           "deadline": 4, "loop_timeout": 5}],
+        "releaseToken": [{"burst": 3, "token": 6}],
+        "closeTokenBurst": [{"burst": 3}],
     }
     assert set(calls) == set(codec.CALLS)
     replies = {op: [{"status": ErrorStatus.NONE}, {"status": ErrorStatus.GENERAL_FAILURE, "error": "why"}]
@@ -128,6 +138,11 @@ def calls_and_replies():
     replies["fencedInfo"].append({"status": ErrorStatus.NONE, "info_status": ErrorStatus.MISSED_DEADLINE_PERSISTENT,
                                   "launched": Timing(1, 2), "after_fences": Timing(3, 4)})
     replies["allocate"].append({"status": ErrorStatus.NONE, "token": 5})
+    replies["createExecution"].append({"status": ErrorStatus.NONE, "execution": 6})
+    replies["openTokenBurst"].append({"status": ErrorStatus.NONE, "burst": 7})
+    replies["fencedExecution"].append({"status": ErrorStatus.NONE, "fence": NativeHandle([mem.fd]), "fenced": 2})
+    for op in ("runExecution", "runTokenBurst"):
+        replies[op].append({"status": ErrorStatus.NONE, "timing": Timing(3, 4), "shapes": [OutputShape([2], True)]})
     replies["supported"].append({"status": ErrorStatus.NONE, "supported": [True, False]})
     return ([(codec.CALLS[op], v) for op, vs in calls.items() for v in vs]
             + [(codec.REPLIES[op], v) for op, vs in replies.items() for v in vs]), (q1, q2)

@@ -316,7 +316,7 @@ def test_a_pending_fence_is_put_in_error_when_the_service_dies(remote, served):
 def test_a_stopped_service_costs_a_synchronous_execution_only_its_deadline(remote, served):
     """SIGSTOP: the reply never comes; the call returns DEVICE_UNAVAILABLE at the deadline plus
     DEADLINE_GRACE_S, not at the wire's 120 s."""
-    from nngpu.service.proxy import DEADLINE_GRACE_S
+    from nngpu.service.remote_calls import DEADLINE_GRACE_S
 
     _status, cb = _prepare(remote, 13)
     prepared, r = cb.prepared_model, add_request()
