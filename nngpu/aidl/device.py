@@ -4,12 +4,13 @@ caching are the core's; a refused call raises ServiceSpecificError with the core
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from ..driver.device import Device
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IDevice, IPreparedModelCallback
-from ..hal.interfaces import IDevice as IDevice_1_3
 from ..hal.types import DeviceType, ErrorStatus, ExecutionPreference, Priority
+from ..hidl.device import HidlDevice
 from . import from_core, to_core
 from .callbacks import Forward
 from .prepared_model import AidlPreparedModel
@@ -18,11 +19,12 @@ log = logging.getLogger("nngpu.aidl")
 
 
 class AidlDevice(IDevice):
-    """An nngpu device through the AIDL HAL; `core` is the HIDL 1.3 device it serves: this
-    process's Device (shared with the HIDL face, if any: one set of prepared models and
-    buffers), or `nngpu serve`'s through `nngpu.connect(path, hal="aidl")`."""
+    """An nngpu device through the AIDL HAL; `core` is the driver core's device it serves, whose
+    core calls (nngpu.hidl.device) it makes: this process's Device (shared with the HIDL face,
+    if any: one set of prepared models and buffers), or `nngpu serve`'s through
+    `nngpu.connect(path, hal="aidl")`."""
 
-    def __init__(self, core: IDevice_1_3 | None = None, **device_args):
+    def __init__(self, core: HidlDevice | None = None, **device_args):
         self.core = core if core is not None else Device(**device_args)
 
     def close(self) -> None:
@@ -38,7 +40,7 @@ class AidlDevice(IDevice):
         self.close()
 
     def getCapabilities(self) -> A.Capabilities:
-        status, caps = self.core.getCapabilities_1_3()
+        status, caps = self.core.capabilities_of(13)
         from_core.raise_for(status)
         return from_core.capabilities(caps)
 
@@ -53,7 +55,7 @@ class AidlDevice(IDevice):
         return from_core.extensions(extensions)
 
     def getSupportedOperations(self, model) -> list[bool]:
-        status, supported = self.core.getSupportedOperations_1_3(to_core.model(model))
+        status, supported = self.core.supported_operations(to_core.model(model), 13)
         from_core.raise_for(status, "the model is not valid")
         return list(supported)
 
@@ -88,7 +90,7 @@ class AidlDevice(IDevice):
                     to_core.handles(dataCache, "dataCache"), to_core.token(token))
         except A.ServiceSpecificError as e:
             _refuse(callback, e)
-        self._start(self.core.prepareModelFromCache_1_3, args, callback)
+        self._start(lambda forward: self.core.prepare_from_cache(13, *args, forward), callback)
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles) -> A.DeviceBuffer:
         args = to_core.allocation(desc, preparedModels, inputRoles, outputRoles,
@@ -99,26 +101,25 @@ class AidlDevice(IDevice):
         return A.DeviceBuffer(AidlBuffer(buffer), token)
 
     # ---- helpers ----------------------------------------------------------------------------
-    def _start(self, prepare, args: tuple, callback) -> None:
+    def _start(self, prepare: Callable[[Forward], ErrorStatus], callback) -> None:
         """Run the core's prepare call; its callback hears the outcome through a Forward, and a
         refused launch raises with the core's reason."""
         forward = Forward(callback, AidlPreparedModel)
-        status = prepare(*args, forward)
+        status = prepare(forward)
         if status != ErrorStatus.NONE:
             raise A.ServiceSpecificError(status, forward.reason or "the model was refused")
 
     def _prepare(self, model, preference, priority, deadlineNs, modelCache, dataCache, token, callback) -> None:
         _check_callback(callback)                # a bad callback is refused before anything else
         try:
-            converted = to_core.model(model)
-            args = (converted, ExecutionPreference(preference), Priority(priority),
+            args = (to_core.model(model), ExecutionPreference(preference), Priority(priority),
                     to_core.deadline(deadlineNs), to_core.handles(modelCache, "modelCache"),
                     to_core.handles(dataCache, "dataCache"), to_core.token(token))
         except ValueError as e:
             _refuse(callback, to_core.invalid(str(e)))
         except A.ServiceSpecificError as e:
             _refuse(callback, e)
-        self._start(self.core.prepareModel_1_3, args, callback)
+        self._start(lambda forward: self.core.prepare(13, args[0], forward, *args[1:]), callback)
 
 
 def _check_callback(callback) -> None:

@@ -1,18 +1,18 @@
-"""The AIDL IPreparedModel over a prepared model's HIDL 1.3 face: each call converts its
-arguments (to_core), runs the execution, and converts the outcome back (from_core).
+"""The AIDL IPreparedModel over the driver core's prepared model (its core calls, nngpu.hidl):
+each call converts its arguments (to_core), runs the core's execution, and converts the outcome
+back (from_core).
 
-In process that is the driver core's PreparedModel. Over `nngpu connect` it is the service's
-proxy: a synchronous or fenced execution goes as the HIDL 1.3 call it maps to, with the
-service's bounds, and a reusable execution or a burst is kept in the service (checked once,
-its pools registered there), as in process."""
+In process that is the driver's PreparedModel. Over `nngpu connect` it is the service's proxy:
+a synchronous or fenced execution is one message, with the service's bounds, and a reusable
+execution or a burst is kept in the service (checked once, its pools registered there), as in
+process."""
 from __future__ import annotations
 
 from ..driver.execution import Result
-from ..driver.prepared_model import PreparedModel
-from ..hal.interfaces import IPreparedModel as IPreparedModel_1_3
 from ..hal.aidl import types as A
 from ..hal.aidl.interfaces import IBurst, IExecution, IPreparedModel
 from ..hal.types import MeasureTiming, OptionalTimeoutDuration, OptionalTimePoint, Request
+from ..hidl.prepared_model import HidlPreparedModel
 from . import from_core, to_core
 from .burst import AidlBurst
 from .execution import AidlExecution
@@ -20,19 +20,15 @@ from .fenced import fenced_result
 
 
 class AidlPreparedModel(IPreparedModel):
-    def __init__(self, core: IPreparedModel_1_3):
-        """core: the HIDL prepared model (the driver core's, or the service's proxy)."""
+    def __init__(self, core: HidlPreparedModel):
+        """core: the driver core's prepared model, or the service's proxy of one."""
         self.core = core
-        self.local = isinstance(core, PreparedModel)
 
     def run(self, request: Request, measure: MeasureTiming, loop: OptionalTimeoutDuration,
             deadline: OptionalTimePoint) -> A.ExecutionResult:
         """A synchronous execution of a core request."""
-        if self.local:
-            result = self.core.run(request, measure, loop, deadline)
-            return from_core.execution_result(result.status, result.output_shapes, result.timing, result.reason)
-        status, shapes, timing = self.core.executeSynchronously_1_3(request, measure, deadline, loop)
-        return from_core.execution_result(status, shapes, timing)
+        result = self.core.run(request, measure, loop, deadline)
+        return from_core.execution_result(result.status, result.output_shapes, result.timing, result.reason)
 
     def executeSynchronously(self, request, measureTiming, deadlineNs, loopTimeoutDurationNs) -> A.ExecutionResult:
         return self.run(to_core.request(request), to_core.measure(measureTiming),

@@ -1,5 +1,6 @@
-"""IDevice: the driver entry point. Validation is synchronous; preparation runs on a worker and
-answers through the callback exactly once, with the same status the call returned."""
+"""The driver core's device, the entry point: the HIDL IDevice methods (nngpu.hidl.device) and
+the AIDL face (nngpu.aidl) are its calls. Validation is synchronous; preparation runs on a
+worker and answers through the callback exactly once, with the same status the call returned."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +11,8 @@ import time
 from .. import __version__, backends, profiling
 from ..compiler.lower import device_plan
 from ..compiler.pad_fold import fold_pads
-from ..hal.interfaces import IDevice, IPreparedModelCallback
+from ..hal.interfaces import IPreparedModelCallback
+from ..hidl.device import HidlDevice
 from ..hal.types import (
     DeviceStatus,
     DeviceType,
@@ -57,8 +59,9 @@ def _notify(callback, version: int, status: ErrorStatus, prepared, reason: str =
         log.exception("prepare callback raised")
 
 
-class Device(IDevice):
-    """An nngpu device on one backend ("numpy" is the reference; "auto" picks the best)."""
+class Device(HidlDevice):
+    """An nngpu device on one backend ("numpy" is the reference; "auto" picks the best): the
+    driver core's device calls, with the HIDL IDevice methods over them (nngpu.hidl)."""
 
     def __init__(self, backend: str = "numpy", name: str | None = None, fusion: bool | None = None,
                  specialise: bool | None = None):
@@ -79,17 +82,8 @@ class Device(IDevice):
             f" {self.backend.cache_identity()}; fusion {self.fusion}; specialise {self.specialise}")
 
     # ---- capabilities and queries ---------------------------------------------------------
-    def getCapabilities(self):
-        return ErrorStatus.NONE, capabilities(self._perf, 10)
-
-    def getCapabilities_1_1(self):
-        return ErrorStatus.NONE, capabilities(self._perf, 11)
-
-    def getCapabilities_1_2(self):
-        return ErrorStatus.NONE, capabilities(self._perf, 12)
-
-    def getCapabilities_1_3(self):
-        return ErrorStatus.NONE, capabilities(self._perf, 13)
+    def capabilities_of(self, version: int):
+        return ErrorStatus.NONE, capabilities(self._perf, version)
 
     def getStatus(self) -> DeviceStatus:
         return DeviceStatus.OFFLINE if self.backend.health.lost is not None else DeviceStatus.AVAILABLE
@@ -106,9 +100,9 @@ class Device(IDevice):
     def getNumberOfCacheFilesNeeded(self):
         return ErrorStatus.NONE, NUM_MODEL_CACHE, NUM_DATA_CACHE
 
-    def _supported(self, model, version: HalVersion) -> tuple[ErrorStatus, list[bool]]:
+    def supported_operations(self, model, version: int) -> tuple[ErrorStatus, list[bool]]:
         try:
-            m = self._validated(model, version)
+            m = self._validated(model, HalVersion(version))
         except ValidationError as e:
             log.info("getSupportedOperations: invalid model: %s", e)
             return ErrorStatus.INVALID_ARGUMENT, []
@@ -117,18 +111,6 @@ class Device(IDevice):
     def supports(self, model: Model_1_3, op) -> bool:
         """True exactly when this device executes `op` of the main graph (support.py)."""
         return unsupported_reason(model, op) is None
-
-    def getSupportedOperations(self, model):
-        return self._supported(model, HalVersion.V1_0)
-
-    def getSupportedOperations_1_1(self, model):
-        return self._supported(model, HalVersion.V1_1)
-
-    def getSupportedOperations_1_2(self, model):
-        return self._supported(model, HalVersion.V1_2)
-
-    def getSupportedOperations_1_3(self, model):
-        return self._supported(model, HalVersion.V1_3)
 
     # ---- preparation ----------------------------------------------------------------------
     @staticmethod
@@ -154,10 +136,10 @@ class Device(IDevice):
             raise ValidationError(f"model needs HAL {needed.name}, called through {version.name}")
         return as_model_1_3(model)
 
-    def _prepare(self, model, version: HalVersion, callback, preference=ExecutionPreference.FAST_SINGLE_ANSWER,
-                 priority=Priority.MEDIUM, deadline: OptionalTimePoint | None = None, model_cache=(), data_cache=(),
-                 token=b"") -> ErrorStatus:
-        v = int(version)
+    def prepare(self, version: int, model, callback, preference=ExecutionPreference.FAST_SINGLE_ANSWER,
+                priority=Priority.MEDIUM, deadline: OptionalTimePoint | None = None, model_cache=(), data_cache=(),
+                token=b"") -> ErrorStatus:
+        v, version = int(version), HalVersion(version)
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
         if self.backend.health.lost is not None:
@@ -240,25 +222,13 @@ class Device(IDevice):
             return numpy_plan(runner)
         return device_plan(runner, self.backend, self.fusion, self.specialise, programs)
 
-    def prepareModel(self, model, callback):
-        return self._prepare(model, HalVersion.V1_0, callback)
-
-    def prepareModel_1_1(self, model, preference, callback):
-        return self._prepare(model, HalVersion.V1_1, callback, preference)
-
-    def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
-        return self._prepare(model, HalVersion.V1_2, callback, preference, model_cache=modelCache,
-                             data_cache=dataCache, token=token)
-
-    def prepareModel_1_3(self, model, preference, priority, deadline, modelCache, dataCache, token, callback):
-        return self._prepare(model, HalVersion.V1_3, callback, preference, priority, deadline, modelCache, dataCache,
-                             token)
-
-    def _from_cache(self, v: int, model_cache, data_cache, token, callback, deadline=None) -> ErrorStatus:
+    def prepare_from_cache(self, version: int, deadline, model_cache, data_cache, token, callback) -> ErrorStatus:
         """Check the files now (a modified security-sensitive cache fails the call itself), then
         rebuild the plan on the prepare pool from the saved kernel binaries."""
+        v = int(version)
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
+
         def refuse(status: ErrorStatus, why: Exception | str) -> ErrorStatus:
             log.info("prepareModelFromCache: %s: %s", status.name, why)
             _notify(callback, v, status, None, str(why))
@@ -288,12 +258,6 @@ class Device(IDevice):
             return prepared
 
         return self._start(v, callback, limit, Priority.MEDIUM, build)
-
-    def prepareModelFromCache(self, modelCache, dataCache, token, callback):
-        return self._from_cache(12, modelCache, dataCache, token, callback)
-
-    def prepareModelFromCache_1_3(self, deadline, modelCache, dataCache, token, callback):
-        return self._from_cache(13, modelCache, dataCache, token, callback, deadline)
 
     # ---- 1.3 device memory ----------------------------------------------------------------
     def _resolve_token(self, token: int):

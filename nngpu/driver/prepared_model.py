@@ -1,11 +1,13 @@
-"""IPreparedModel: a validated model on its executor (the reference or a device plan),
-executable from any thread."""
+"""The driver core's prepared model: a validated model on its executor (the reference or a
+device plan), executable from any thread; the HIDL methods (nngpu.hidl.prepared_model) and the
+AIDL face (nngpu.aidl) are its calls."""
 from __future__ import annotations
 
 import logging
 from typing import Any, Callable
 
-from ..hal.interfaces import IExecutionCallback, IFencedExecutionCallback, IPreparedModel
+from ..hal.interfaces import IExecutionCallback, IFencedExecutionCallback
+from ..hidl.prepared_model import HidlPreparedModel
 from ..hal.types import (ErrorStatus, MeasureTiming, NativeHandle, OptionalTimePoint, OptionalTimeoutDuration, Priority,
                          Request)
 from ..validation import ValidationError
@@ -41,7 +43,11 @@ def _nanoseconds(duration: OptionalTimeoutDuration | None) -> int | None:
     return None if duration is None else duration.nanoseconds
 
 
-class PreparedModel(IPreparedModel):
+class PreparedModel(HidlPreparedModel):
+    """The driver core's prepared model, with the HIDL IPreparedModel methods over its calls
+    (nngpu.hidl). 1.3 deadlines are checked before an execution starts, bound its WHILE loops,
+    and make a late result MISSED_DEADLINE_TRANSIENT (no outputs written)."""
+
     def __init__(self, executor: Executor, resolve_token: Callable[[int], Any] | None = None,
                  priority: int = Priority.MEDIUM):
         self.executor = executor
@@ -52,11 +58,11 @@ class PreparedModel(IPreparedModel):
     def model(self):
         return self.executor.model
 
-    def run(self, request: Request, measure: MeasureTiming, loop_timeout: OptionalTimeoutDuration | None = None,
+    def run(self, request: Request, measure: MeasureTiming, loop: OptionalTimeoutDuration | None = None,
             deadline: OptionalTimePoint | None = None) -> Result:
         """A synchronous execution as the driver core gives it: the Result, with the reason of a
         failure (the HAL methods return its status, shapes and timing)."""
-        return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout), deadline)
+        return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop), deadline)
 
     def reusable_execution(self, request: Request, measure: MeasureTiming,
                            loop: OptionalTimeoutDuration) -> ReusableExecution | Result:
@@ -71,12 +77,13 @@ class PreparedModel(IPreparedModel):
         """Run `job` on the shared execution pool, in this model's turn."""
         _EXEC_POOL.submit(job, self.priority, self)
 
-    def _launch(self, request: Request, measure: MeasureTiming, callback, version: int,
-                loop_timeout: OptionalTimeoutDuration | None = None,
-                deadline: OptionalTimePoint | None = None) -> ErrorStatus:
+    def launch(self, version: int, request: Request, measure: MeasureTiming, callback,
+               loop: OptionalTimeoutDuration | None = None, deadline: OptionalTimePoint | None = None) -> ErrorStatus:
+        """An asynchronous execution: checked and its inputs read now, run on the shared pool,
+        the callback's notify of HAL `version` told the outcome."""
         if callback is None or not hasattr(callback, "notify"):
             return ErrorStatus.INVALID_ARGUMENT
-        pending = begin(self.executor, request, measure, self.resolve_token, _nanoseconds(loop_timeout), deadline)
+        pending = begin(self.executor, request, measure, self.resolve_token, _nanoseconds(loop), deadline)
         if isinstance(pending, Result):
             _notify(callback, pending, version)
             # A bad request is reported by the return value and the callback; a missed deadline,
@@ -85,32 +92,12 @@ class PreparedModel(IPreparedModel):
         self.submit(lambda: _notify(callback, pending.finish(), version))
         return ErrorStatus.NONE
 
-    # 1.0
-    def execute(self, request, callback) -> ErrorStatus:
-        return self._launch(request, MeasureTiming.NO, callback, 10)
-
-    # 1.2
-    def execute_1_2(self, request, measure, callback) -> ErrorStatus:
-        return self._launch(request, measure, callback, 12)
-
-    def executeSynchronously(self, request, measure):
-        return self.run(request, measure).as_tuple()
-
     def configureExecutionBurst(self, callback, requestChannel, resultChannel):
         try:
             from .burst_executor import configure_burst
         except ImportError:
             return ErrorStatus.GENERAL_FAILURE, None
         return configure_burst(self, callback, requestChannel, resultChannel)
-
-    # 1.3: deadlines are checked before an execution starts, bound its WHILE loops, and make a
-    # late result MISSED_DEADLINE_TRANSIENT (no outputs written)
-    def execute_1_3(self, request, measure, deadline: OptionalTimePoint, loopTimeoutDuration: OptionalTimeoutDuration,
-                    callback) -> ErrorStatus:
-        return self._launch(request, measure, callback, 13, loopTimeoutDuration, deadline)
-
-    def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
-        return self.run(request, measure, loopTimeoutDuration, deadline).as_tuple()
 
     def executeFenced(self, request, waitFor: list[NativeHandle], measure, deadline: OptionalTimePoint,
                       loopTimeoutDuration: OptionalTimeoutDuration, duration: OptionalTimeoutDuration

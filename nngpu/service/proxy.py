@@ -33,8 +33,10 @@ from typing import Any
 
 from ..driver.execution import Result
 from ..driver.fenced import FENCE_ERROR, FenceState, fence_kind, fence_state
-from ..hal.interfaces import IBuffer, IDevice, IPreparedModel
-from ..hal.types import DeviceStatus, ErrorStatus, NativeHandle, Timing
+from ..hal.interfaces import IBuffer
+from ..hal.types import DeviceStatus, ErrorStatus, ExecutionPreference, NativeHandle, Priority, Timing
+from ..hidl.device import HidlDevice
+from ..hidl.prepared_model import HidlPreparedModel
 from .client import BurstService, RemotePreparedModel
 from .codec import WireError
 from .remote_calls import failure, fenced_outcome, timed, wait_s
@@ -44,6 +46,8 @@ from .wire import IpcError
 log = logging.getLogger("nngpu.service")
 
 HANDSHAKE_TIMEOUT_S = 10.0
+# which notify method of a callback hears a prepare or an execution launched through each version
+_NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
 
 
 def _is_callback(callback: Any) -> bool:
@@ -162,40 +166,34 @@ class _Link(BurstService):
         return status
 
 
-class ProxyPreparedModel(RemotePreparedModel, IPreparedModel):
+class ProxyPreparedModel(HidlPreparedModel, RemotePreparedModel):
     """A model prepared in the service, which keeps it while this object lives (as a HIDL
-    reference would)."""
+    reference would): the driver core's prepared-model calls as messages, with the HIDL methods
+    over them (nngpu.hidl)."""
+
+    configureExecutionBurst = RemotePreparedModel.configureExecutionBurst
 
     def __init__(self, link: "_Link", model_id: int):
-        super().__init__(link, model_id)
+        RemotePreparedModel.__init__(self, link, model_id)
         weakref.finalize(self, link.release_later, "release", {"model": model_id})
 
-    def _execute(self, version: int, request, measure, deadline, loop, callback, method: str) -> ErrorStatus:
+    def launch(self, version: int, request, measure, callback, loop=None, deadline=None) -> ErrorStatus:
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
         args = {"model": self.model_id, "request": request, "measure": measure, "version": version,
                 **timed(deadline, loop)}
+        method = _NOTIFY[version]
         fail = () if method == "notify" else ([], Timing())
         return self._service.launch("executeAsync", args, callback, "executed", method, fail)
 
-    def execute(self, request, callback):
-        return self._execute(10, request, 0, None, None, callback, "notify")
-
-    def execute_1_2(self, request, measure, callback):
-        return self._execute(12, request, measure, None, None, callback, "notify_1_2")
-
-    def execute_1_3(self, request, measure, deadline, loopTimeoutDuration, callback):
-        return self._execute(13, request, measure, deadline, loopTimeoutDuration, callback, "notify_1_3")
-
-    def executeSynchronously_1_3(self, request, measure, deadline, loopTimeoutDuration):
+    def run(self, request, measure, loop=None, deadline=None) -> Result:
         try:
             reply = self._service._conn.call("execute", {"model": self.model_id, "request": request,
-                                                         "measure": measure, "version": 13,
-                                                         **timed(deadline, loopTimeoutDuration)},
+                                                         "measure": measure, "version": 13, **timed(deadline, loop)},
                                              timeout=wait_s(deadline))
         except (IpcError, WireError) as e:
-            return failure("executeSynchronously_1_3", e), [], Timing()
-        return reply["status"], reply.get("shapes", []), reply.get("timing", Timing())
+            return Result(failure("executeSynchronously", e), [], Timing(), str(e))
+        return Result(reply["status"], reply.get("shapes", []), reply.get("timing", Timing()), reply.get("error", ""))
 
     def reusable_execution(self, request, measure, loop) -> RemoteReusableExecution | Result:
         """An execution kept in the service, its request checked there once (AIDL IExecution)."""
@@ -272,11 +270,9 @@ def _saveable(model_cache, data_cache, token) -> tuple:
     return (), (), None
 
 
-_NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
-
-
-class RemoteDevice(IDevice):
-    """The IDevice of an `nngpu serve` process (see the module's doc for what is served)."""
+class RemoteDevice(HidlDevice):
+    """The IDevice of an `nngpu serve` process (see the module's doc for what is served): the
+    driver core's device calls as messages, with the HIDL methods over them (nngpu.hidl)."""
 
     def __init__(self, link: _Link):
         self._link = link
@@ -289,21 +285,9 @@ class RemoteDevice(IDevice):
         return reply["status"], reply
 
     # ---- what the device is --------------------------------------------------------------------
-    def _capabilities(self, version: int):
+    def capabilities_of(self, version: int):
         status, reply = self._call("getCapabilities", "capabilities", {"version": version})
         return status, reply.get("capabilities")
-
-    def getCapabilities(self):
-        return self._capabilities(10)
-
-    def getCapabilities_1_1(self):
-        return self._capabilities(11)
-
-    def getCapabilities_1_2(self):
-        return self._capabilities(12)
-
-    def getCapabilities_1_3(self):
-        return self._capabilities(13)
 
     def getStatus(self) -> DeviceStatus:
         status, reply = self._call("getStatus", "info", {})
@@ -326,55 +310,26 @@ class RemoteDevice(IDevice):
         model_files, data_files = reply.get("cache_files", [0, 0])
         return status, model_files, data_files
 
-    def _supported(self, version: int, model):
+    def supported_operations(self, model, version: int):
         status, reply = self._call("getSupportedOperations", "supported", {"model": model, "version": version})
         return status, reply.get("supported", [])
 
-    def getSupportedOperations(self, model):
-        return self._supported(10, model)
-
-    def getSupportedOperations_1_1(self, model):
-        return self._supported(11, model)
-
-    def getSupportedOperations_1_2(self, model):
-        return self._supported(12, model)
-
-    def getSupportedOperations_1_3(self, model):
-        return self._supported(13, model)
-
     # ---- preparing -----------------------------------------------------------------------------
-    def _prepare(self, version: int, callback, model, preference=1, priority=None, deadline=None,
-                 caches=((), (), None)) -> ErrorStatus:
+    def prepare(self, version: int, model, callback, preference=ExecutionPreference.FAST_SINGLE_ANSWER,
+                priority=Priority.MEDIUM, deadline=None, model_cache=(), data_cache=(), token=b"") -> ErrorStatus:
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
-        args = {"model": model, "preference": preference, "version": version, "priority": priority,
-                "deadline": timed(deadline, None)["deadline"], **_caches(*caches)}
+        args = {"model": model, "preference": preference, "version": version,
+                "priority": priority if version == 13 else None, "deadline": timed(deadline, None)["deadline"],
+                **_caches(*_saveable(model_cache, data_cache, token))}
         return self._link.launch("prepare", args, callback, "prepared", _NOTIFY[version], (None,))
 
-    def prepareModel(self, model, callback):
-        return self._prepare(10, callback, model)
-
-    def prepareModel_1_1(self, model, preference, callback):
-        return self._prepare(11, callback, model, preference)
-
-    def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
-        return self._prepare(12, callback, model, preference, caches=_saveable(modelCache, dataCache, token))
-
-    def prepareModel_1_3(self, model, preference, priority, deadline, modelCache, dataCache, token, callback):
-        return self._prepare(13, callback, model, preference, priority, deadline,
-                             _saveable(modelCache, dataCache, token))
-
-    def _from_cache(self, version: int, deadline, caches, callback) -> ErrorStatus:
+    def prepare_from_cache(self, version: int, deadline, model_cache, data_cache, token, callback) -> ErrorStatus:
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
-        args = {"version": version, "deadline": timed(deadline, None)["deadline"], **_caches(*caches)}
+        args = {"version": version, "deadline": timed(deadline, None)["deadline"],
+                **_caches(model_cache, data_cache, token)}
         return self._link.launch("prepareFromCache", args, callback, "prepared", _NOTIFY[version], (None,))
-
-    def prepareModelFromCache(self, modelCache, dataCache, token, callback):
-        return self._from_cache(12, None, (modelCache, dataCache, token), callback)
-
-    def prepareModelFromCache_1_3(self, deadline, modelCache, dataCache, token, callback):
-        return self._from_cache(13, deadline, (modelCache, dataCache, token), callback)
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles):
         models = list(preparedModels or [])

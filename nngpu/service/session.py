@@ -16,9 +16,10 @@ import threading
 from typing import Any, Callable
 
 from ..hal.interfaces import IBurstCallback
-from ..hal.types import ErrorStatus, MemoryPool, Model, OptionalTimeoutDuration, OptionalTimePoint, Priority
+from ..hal.types import (ErrorStatus, ExecutionPreference, MeasureTiming, MemoryPool, Model, OptionalTimeoutDuration,
+                         OptionalTimePoint, Priority)
 from .notices import ExecutedNotice, PreparedNotice, SentHandle
-from .reusable_calls import KeptFull, ReusableCalls
+from .reusable_calls import KeptFull, ReusableCalls, result_reply
 from .wire import CALL_TIMEOUT_S, Connection, IpcError
 
 log = logging.getLogger("nngpu.burst_ipc")
@@ -55,12 +56,6 @@ class _RemoteCallback(IBurstCallback):
         if reply["status"] != ErrorStatus.NONE:
             return reply["status"], []
         return ErrorStatus.NONE, reply.get("memories", [])
-
-
-_PREPARE = {10: "prepareModel", 11: "prepareModel_1_1", 12: "prepareModel_1_2", 13: "prepareModel_1_3"}
-_SUPPORTED = {10: "getSupportedOperations", 11: "getSupportedOperations_1_1", 12: "getSupportedOperations_1_2",
-              13: "getSupportedOperations_1_3"}
-_CAPABILITIES = {10: "getCapabilities", 11: "getCapabilities_1_1", 12: "getCapabilities_1_2", 13: "getCapabilities_1_3"}
 
 
 class Session(ReusableCalls):
@@ -132,11 +127,7 @@ class Session(ReusableCalls):
         self.start_prepare()
         try:
             cb = PreparedModelCallback()
-            if isinstance(model, Model):
-                status = self.device.prepareModel_1_2(model, pref, [], [], bytes(32), cb)
-            else:
-                status = self.device.prepareModel_1_3(model, pref, Priority.MEDIUM, OptionalTimePoint(), [], [],
-                                                      bytes(32), cb)
+            status = self.device.prepare(12 if isinstance(model, Model) else 13, model, cb, pref)
             cb.wait(CALL_TIMEOUT_S)
             status = status if status != ErrorStatus.NONE else cb.status
             if status != ErrorStatus.NONE or cb.prepared_model is None:
@@ -164,30 +155,22 @@ class Session(ReusableCalls):
             self._preparing -= 1
 
     def _prepare_async(self, args) -> dict:
-        """prepareModel* of the HAL version asked, the client notified by a `prepared` call back.
-        The cache handles' fds are the message's: the device dups those it keeps."""
-        v, model, cb = args.get("version", 13), args["model"], PreparedNotice(self, args["callback"])
-        caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", bytes(32)))
-        fn = getattr(self.device, _PREPARE[v])
-        if v == 10:
-            status = fn(model, cb)
-        elif v == 11:
-            status = fn(model, args["preference"], cb)
-        elif v == 12:
-            status = fn(model, args["preference"], *caches, cb)
-        else:
-            status = fn(model, args["preference"], args.get("priority", Priority.MEDIUM),
-                        OptionalTimePoint(args.get("deadline")), *caches, cb)
-        return cb.launched(status)
+        """A prepare of the HAL version asked, the client notified by a `prepared` call back. The
+        cache handles' fds are the message's: the device dups those it keeps."""
+        v, cb = args.get("version", 13), PreparedNotice(self, args["callback"])
+        # what a version's entry point cannot carry, it does not get
+        preference = args["preference"] if v > 10 else ExecutionPreference.FAST_SINGLE_ANSWER
+        priority = args.get("priority", Priority.MEDIUM) if v == 13 else Priority.MEDIUM
+        deadline = OptionalTimePoint(args.get("deadline") if v == 13 else None)
+        caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", bytes(32))) if v > 11 \
+            else ((), (), b"")
+        return cb.launched(self.device.prepare(v, args["model"], cb, preference, priority, deadline, *caches))
 
     def _op_prepareFromCache(self, args):
-        cb = PreparedNotice(self, args["callback"])
-        caches = (args.get("model_cache", []), args.get("data_cache", []), args.get("token", b""))
-        if args["version"] == 12:
-            status = self.device.prepareModelFromCache(*caches, cb)
-        else:
-            status = self.device.prepareModelFromCache_1_3(OptionalTimePoint(args.get("deadline")), *caches, cb)
-        return cb.launched(status)
+        v, cb = args["version"], PreparedNotice(self, args["callback"])
+        deadline = OptionalTimePoint(args.get("deadline")) if v == 13 else None
+        return cb.launched(self.device.prepare_from_cache(v, deadline, args.get("model_cache", []),
+                                                          args.get("data_cache", []), args.get("token", b""), cb))
 
     def _op_info(self, _args):
         d = self.device
@@ -197,23 +180,21 @@ class Session(ReusableCalls):
                 "device_status": d.getStatus(), "extensions": extensions, "cache_files": [model_files, data_files]}
 
     def _op_capabilities(self, args):
-        status, caps = getattr(self.device, _CAPABILITIES[args["version"]])()
+        status, caps = self.device.capabilities_of(args["version"])
         return {"status": status, "capabilities": caps if status == ErrorStatus.NONE else None}
 
     def _op_supported(self, args):
-        status, supported = getattr(self.device, _SUPPORTED[args["version"]])(args["model"])
+        status, supported = self.device.supported_operations(args["model"], args["version"])
         return {"status": status, "supported": list(supported)}
 
     def _op_executeAsync(self, args):
         prepared, v, request = self._model(args), args["version"], self._request(args)
         cb = ExecutedNotice(self.conn, args["callback"], request)
-        if v in (10, 11):  # IPreparedModel 1.1 added no execute
-            status = prepared.execute(request, cb)
-        elif v == 12:
-            status = prepared.execute_1_2(request, args["measure"], cb)
+        if v < 13:  # the times are 1.3's; before 1.2 nothing is measured
+            status = prepared.launch(v, request, args["measure"] if v == 12 else MeasureTiming.NO, cb)
         else:
-            status = prepared.execute_1_3(request, args["measure"], OptionalTimePoint(args.get("deadline")),
-                                          OptionalTimeoutDuration(args.get("loop_timeout")), cb)
+            status = prepared.launch(v, request, args["measure"], cb, OptionalTimeoutDuration(args.get("loop_timeout")),
+                                     OptionalTimePoint(args.get("deadline")))
         return cb.launched(status)
 
     def _op_allocate(self, args):
@@ -322,10 +303,7 @@ class Session(ReusableCalls):
 
     def _op_execute(self, args):
         prepared, request = self._model(args), self._request(args)
-        if args.get("version", 12) == 13:
-            status, shapes, timing = prepared.executeSynchronously_1_3(
-                request, args["measure"], OptionalTimePoint(args.get("deadline")),
-                OptionalTimeoutDuration(args.get("loop_timeout")))
-        else:
-            status, shapes, timing = prepared.executeSynchronously(request, args["measure"])
-        return {"status": status, "shapes": shapes, "timing": timing}
+        timed = args.get("version", 12) == 13   # a 1.2 call has no deadline or loop timeout
+        return result_reply(prepared.run(request, args["measure"],
+                                         OptionalTimeoutDuration(args.get("loop_timeout") if timed else None),
+                                         OptionalTimePoint(args.get("deadline") if timed else None)))

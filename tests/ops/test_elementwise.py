@@ -10,7 +10,6 @@ from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op
 from nngpu.modelutil import as_model_1_3
-from nngpu.ops.registry import HalVersion
 from nngpu.testing import output, run_op, scalar, single_op_model, tensor
 
 FAILED = {ErrorStatus.INVALID_ARGUMENT, ErrorStatus.GENERAL_FAILURE}
@@ -21,7 +20,7 @@ class Device13(Device):
     operand types (TENSOR_INT32 arithmetic, QUANT8_ASYMM_SIGNED) can be exercised."""
 
     def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
-        return self._prepare(as_model_1_3(model), HalVersion.V1_3, callback, preference)
+        return self.prepare(13, as_model_1_3(model), callback, preference)
 
 
 def run13(op, inputs, outputs):

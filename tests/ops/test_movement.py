@@ -22,7 +22,7 @@ class Device13(Device):
     """run_op prepares through prepareModel_1_2; route it to the 1.3 rules for the signed types."""
 
     def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
-        return self._prepare(as_model_1_3(model), HalVersion.V1_3, callback, preference)
+        return self.prepare(13, as_model_1_3(model), callback, preference)
 
 
 def _ok(result):

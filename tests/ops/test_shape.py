@@ -7,7 +7,6 @@ from nngpu.hal.types import ErrorStatus
 from nngpu.hal.types import OperandType as T
 from nngpu.hal.types import OperationType as Op
 from nngpu.modelutil import as_model_1_3
-from nngpu.ops.registry import HalVersion
 from nngpu.testing import omitted, output, run_op, scalar, tensor
 
 F32, I32 = T.TENSOR_FLOAT32, T.TENSOR_INT32
@@ -17,7 +16,7 @@ class Device13(Device):
     """run_op prepares through prepareModel_1_2; route it to the 1.3 rules for RANK and FILL."""
 
     def prepareModel_1_2(self, model, preference, modelCache, dataCache, token, callback):
-        return self._prepare(as_model_1_3(model), HalVersion.V1_3, callback, preference)
+        return self.prepare(13, as_model_1_3(model), callback, preference)
 
 
 def run13(op, inputs, outputs):
