@@ -320,6 +320,11 @@ class Backend(ABC):
         return None
 
     # ---- host registration (burst slots) ----------------------------------------------------------
+    def shares_memory(self, other: "Backend") -> bool:
+        """Whether `other`'s buffers are this backend's: the same device backend or one of its
+        plans' (for_plan), which share its memory and its health."""
+        return getattr(other, "health", None) is self.health
+
     def register_host(self, view: np.ndarray) -> Any | None:
         """A buffer over the writable host bytes `view` (a pool's mapping) that `copy` reads and
         writes in place, so transfers to and from it are device-side; None where the backend

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import numpy as np
 
 from ..backends.base import Backend, DeviceValue
 from ..burst.codec import BurstRequest, ComputeResult
@@ -22,6 +21,7 @@ from ..burst.server import RECENT_PACKETS, start_server
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus
 from .execution import Checked, Result, check
+from .pool_registry import register_memory, release_registered
 
 __all__ = ["DriverBurstExecutor", "configure_burst"]
 
@@ -75,22 +75,11 @@ class DriverBurstExecutor:
         return len(self._memories)
 
     def _register(self, memory: Any) -> DeviceValue | None:
-        if self._backend is None or not getattr(memory, "mapped", False):  # unsealed: never mapped (nngpu.memory)
-            return None
-        try:
-            handle = self._backend.register_host(np.frombuffer(memory.map(), np.uint8))
-        except Exception as e:  # e.g. a mapping the device cannot pin: that slot goes through the host
-            log.info("burst: cannot register %r with %s: %s", memory, self._backend.name, e)
-            return None
-        return None if handle is None else DeviceValue(handle, (memory.size,), np.dtype(np.uint8), self._backend)
+        return None if self._backend is None else register_memory(self._backend, memory)
 
     def _release(self, registered: list[DeviceValue | None]) -> None:
-        for value in registered:
-            if value is not None:
-                try:
-                    self._backend.release_host(value.buf)
-                except Exception:  # the memory is gone either way
-                    log.exception("burst: releasing a registered memory")
+        if self._backend is not None:
+            release_registered(self._backend, registered)
 
     # ---- execution --------------------------------------------------------------------------------
     def _checked(self, request: BurstRequest) -> Checked | Result:

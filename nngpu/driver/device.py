@@ -39,6 +39,7 @@ from .capabilities import capabilities
 from .deadline import deadline_ns, passed
 from ..runtime.interpreter import GraphRunner
 from ..compiler.numpy_bind import numpy_plan
+from .pool_registry import PoolRegistry
 from .prepared_model import PreparedModel
 from .support import unsupported_reason
 from .work_queue import PriorityPool
@@ -76,6 +77,8 @@ class Device(HidlDevice):
         self.name = name or f"nngpu-{backend}"
         self._perf = _performance(self.backend)
         self._buffers = BufferTable()
+        # a device plan's request memories, registered with the backend once each
+        self._pools = PoolRegistry(self.backend) if self.backend.dialect is not None else None
         # What a compilation cache saved here must match to be restored here.
         self._identity = identity_digest(
             f"nngpu {__version__}; cache format {CACHE_FORMAT}; backend {self.backend_name}: {self.backend.description};"
@@ -211,7 +214,7 @@ class Device(HidlDevice):
         t0 = time.perf_counter()
         with profiling.span("prepare", "build executor", backend=self.backend_name):
             runner = GraphRunner(fold_pads(m), version)
-            prepared = PreparedModel(self._compile(runner, programs), self._resolve_token, priority)
+            prepared = PreparedModel(self._compile(runner, programs), self._resolve_token, priority, self._pools)
         log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
                  (time.perf_counter() - t0) * 1e3)
         return prepared

@@ -278,11 +278,16 @@ class Pending:
         return Result(ErrorStatus.NONE, shapes, timing)
 
 
+Register = Callable[[Any], "DeviceValue | None"]   # a memory's registration with the plan's backend
+
+
 def check(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
           resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
-          deadline: OptionalTimePoint | None = None) -> Checked | Result:
+          deadline: OptionalTimePoint | None = None, register: Register | None = None) -> Checked | Result:
     """Validate `request` and the execution's arguments without reading any input (whether the
-    deadline has passed is the caller's next question: `Checked.missed_deadline`)."""
+    deadline has passed is the caller's next question: `Checked.missed_deadline`). With
+    `register` (a device plan's PoolRegistry), each memory pool is read and written through its
+    registration with the backend, on the device."""
     t0 = time.perf_counter_ns()
     lost = device_lost(executor)
     if lost is not None:
@@ -304,6 +309,10 @@ def check(executor: Executor, request: Request, measure: MeasureTiming = Measure
                 _check_token_argument(pool.buffer, arg, executor, "output", k)
         _check_token_sharing(request, pools)
         _check_inputs(executor, request, pools)
+        if register is not None:
+            for pool in pools:
+                if pool.memory is not None:
+                    pool.registered = register(pool.memory)
     except Exception as e:
         return _rejected(e)
     return Checked(executor, request, measure, pools, t0, loop_timeout_ns, limit)
@@ -311,9 +320,9 @@ def check(executor: Executor, request: Request, measure: MeasureTiming = Measure
 
 def begin(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
           resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
-          deadline: OptionalTimePoint | None = None) -> Pending | Result:
+          deadline: OptionalTimePoint | None = None, register: Register | None = None) -> Pending | Result:
     """Validate `request` and read its inputs: a Pending to finish, or the failure Result."""
-    checked = check(executor, request, measure, resolve_token, loop_timeout_ns, deadline)
+    checked = check(executor, request, measure, resolve_token, loop_timeout_ns, deadline, register)
     if isinstance(checked, Result):
         return checked
     return checked.missed_deadline() or checked.read()
@@ -321,7 +330,7 @@ def begin(executor: Executor, request: Request, measure: MeasureTiming = Measure
 
 def run(executor: Executor, request: Request, measure: MeasureTiming = MeasureTiming.NO,
         resolve_token: Callable[[int], Any] | None = None, loop_timeout_ns: int | None = None,
-        deadline: OptionalTimePoint | None = None) -> Result:
+        deadline: OptionalTimePoint | None = None, register: Register | None = None) -> Result:
     """Execute `request` on a prepared model's executor. Never raises."""
-    checked = check(executor, request, measure, resolve_token, loop_timeout_ns, deadline)
+    checked = check(executor, request, measure, resolve_token, loop_timeout_ns, deadline, register)
     return checked if isinstance(checked, Result) else checked.run()

@@ -1,6 +1,6 @@
 """The one writer of an execution's outputs. The executor hands it every output at once, while a
 device plan's are still in its buffers; it checks that each fits its argument, and only then
-writes them all: a device-side copy into an IBuffer or a registered (burst) pool, a download
+writes them all: a device-side copy into an IBuffer or a registered pool, a download
 straight into a mapped pool, or a write of a host value. Nothing is written when the deadline
 has passed, an output conflicts with the request, or one is too small."""
 from __future__ import annotations
@@ -65,7 +65,7 @@ class OutputWriter:
             return
         if isinstance(value, DeviceValue):
             reg = pool.registered
-            if reg is not None and reg.backend is value.backend:   # device-side, into the pool's registration
+            if reg is not None and reg.backend.shares_memory(value.backend):   # device-side, into its registration
                 value.backend.copy(reg.buf, value.buf, value.nbytes, reg.offset + offset, value.offset)
                 return
             if pool.memory.mapped:   # straight into the mapping; done at the executor's one wait

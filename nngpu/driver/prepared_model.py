@@ -14,6 +14,7 @@ from ..validation import ValidationError
 from .execution import Result, begin, check, run
 from ..runtime.executor import Executor
 from .fenced import launch_fenced, timeout_ns
+from .pool_registry import PoolRegistry
 from .reusable import ReusableExecution
 from .token_burst import TokenBurst
 from .work_queue import PriorityPool
@@ -49,10 +50,11 @@ class PreparedModel(HidlPreparedModel):
     and make a late result MISSED_DEADLINE_TRANSIENT (no outputs written)."""
 
     def __init__(self, executor: Executor, resolve_token: Callable[[int], Any] | None = None,
-                 priority: int = Priority.MEDIUM):
+                 priority: int = Priority.MEDIUM, pools: PoolRegistry | None = None):
         self.executor = executor
         self.resolve_token = resolve_token
         self.priority = priority    # of prepareModel_1_3: orders this model's waiting executions
+        self.register = pools.registration if pools is not None else None   # a device plan's pools
 
     @property
     def model(self):
@@ -62,7 +64,7 @@ class PreparedModel(HidlPreparedModel):
             deadline: OptionalTimePoint | None = None) -> Result:
         """A synchronous execution as the driver core gives it: the Result, with the reason of a
         failure (the HAL methods return its status, shapes and timing)."""
-        return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop), deadline)
+        return run(self.executor, request, measure, self.resolve_token, _nanoseconds(loop), deadline, self.register)
 
     def reusable_execution(self, request: Request, measure: MeasureTiming,
                            loop: OptionalTimeoutDuration) -> ReusableExecution | Result:
@@ -83,7 +85,8 @@ class PreparedModel(HidlPreparedModel):
         the callback's notify of HAL `version` told the outcome."""
         if callback is None or not hasattr(callback, "notify"):
             return ErrorStatus.INVALID_ARGUMENT
-        pending = begin(self.executor, request, measure, self.resolve_token, _nanoseconds(loop), deadline)
+        pending = begin(self.executor, request, measure, self.resolve_token, _nanoseconds(loop), deadline,
+                        self.register)
         if isinstance(pending, Result):
             _notify(callback, pending, version)
             # A bad request is reported by the return value and the callback; a missed deadline,
@@ -109,7 +112,7 @@ class PreparedModel(HidlPreparedModel):
         except ValidationError as e:
             log.info("execution rejected: INVALID_ARGUMENT: %s", e)
             return ErrorStatus.INVALID_ARGUMENT, NativeHandle(), None
-        checked = check(self.executor, request, measure, self.resolve_token, loop_ns, deadline)
+        checked = check(self.executor, request, measure, self.resolve_token, loop_ns, deadline, self.register)
         if isinstance(checked, Result):
             return checked.status, NativeHandle(), None
         return launch_fenced(checked, waitFor, duration_ns, self.submit)

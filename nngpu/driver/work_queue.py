@@ -139,6 +139,7 @@ class PriorityPool:
                 job()
             except Exception:  # a job reports its own failures; this keeps the worker alive
                 log.exception("%s job raised", self._name)
+            job = picked = None   # not held while waiting: it holds its request's memories
             with self._ready:
                 queue = self._queues[key]
                 queue.running -= 1

@@ -174,7 +174,9 @@ def test_execution_chained_through_device_memory_matches_pools(dev, pm, monkeypa
                         [MemoryPool(hidlMemory=inp), MemoryPool(token=mid_token), MemoryPool(hidlMemory=out)])
     assert status == ErrorStatus.NONE
     if dev.backend.dialect is not None:  # the device input was copied on the device, not uploaded
-        assert transfers == {"upload": 1, "copy": 1, "download": 1}
+        # and where the backend registers the pools (driver/pool_registry.py), theirs too
+        registered = dev._pools.registration(out) is not None
+        assert transfers == ({"copy": 3} if registered else {"upload": 1, "copy": 1, "download": 1})
     # The same two steps through shared pools only.
     tmp, ref = allocate_shared(24), allocate_shared(24)
     _run(pm, [arg(0, 0, 24), arg(0, 24, 24)], [arg(1, 0, 24)], [inp, tmp])
