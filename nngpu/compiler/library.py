@@ -14,6 +14,12 @@ TEMPLATES: dict[str, dict[str, str]] = {
 
 # dialects whose GEMM adds a bias and clamps in its epilogue (kernels/gemm.cl's EPILOGUE)
 GEMM_EPILOGUE = frozenset({"opencl"})
+# Multiply-adds from which a float convolution is a GEMM rather than a generated kernel, by
+# dialect. OpenCL's GEMM kernels are explicit-vector micro-kernels, the generated convolution a
+# scalar loop per output: on PoCL the face detector's 1x1 convolutions of about 2^20 run 2.5x
+# faster as GEMMs, even with the launch their fused PAD+ADD+RELU then needs of its own; below
+# 2^16 that launch costs more than it saves. cuBLAS is a call with an epilogue kernel after it.
+GEMM_MIN_WORK = {"opencl": 1 << 16, "cuda": 1 << 21}
 
 
 def has_template(dialect: str, kind: str) -> bool:

@@ -25,7 +25,7 @@ from ..runtime.interpreter import GraphRunner
 from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
 from .infer import Inference, infer, initial_known
-from .library import GEMM_EPILOGUE, has_template, specialise
+from .library import GEMM_EPILOGUE, GEMM_MIN_WORK, has_template, specialise
 from .memory_plan import plan_slots
 from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
                     Transfer)
@@ -64,6 +64,9 @@ class _Builder:
 
     def has_library(self, kind: str) -> bool:
         return has_template(self.low.dialect, kind)
+
+    def gemm_min_work(self) -> int:
+        return GEMM_MIN_WORK.get(self.low.dialect, GEMM_MIN_WORK["cuda"])
 
     def _output(self) -> BufferTensor:
         """The operation's (one) output, for a library kernel that writes it in place."""

@@ -165,9 +165,6 @@ def _bind(kind: str):
 
 # --- device implementations --------------------------------------------------------------------
 
-GEMM_MIN_WORK = 1 << 21  # multiply-adds from which a float convolution goes through im2col + GEMM
-
-
 def _filter_taps(node: OpNode, f: Tensor, kind: str, prepare) -> Callable[..., Expr]:
     """(ky, kx, ic, co) -> the filter tap. A constant filter is copied as `prepare(weights)` gives
     it (values, operand type) and, but for depthwise, laid out [KH, KW, Cg, Cout]: neighbouring
@@ -206,7 +203,7 @@ def _float_conv(kind: str):
         x, f, b = ins[:3]
         p, g = node.params, _geometry(node, kind)
         if kind == "conv" and not p.nchw and node.known(1) and node.in_operand(0).type == F32 \
-                and g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= GEMM_MIN_WORK:
+                and g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= node.gemm_min_work():
             return _conv_gemm(node, x, b, g)
         if kind == "depthwise":
             stored = _depthwise_library(node, ins, g)

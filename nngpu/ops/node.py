@@ -118,6 +118,10 @@ class OpNode(OpContext):
         """Whether the target has a hand-written kernel for `kind` (compiler/library.py)."""
         return self._builder().has_library(kind)
 
+    def gemm_min_work(self) -> int:
+        """Multiply-adds from which the target runs a float convolution as a GEMM call."""
+        return self._builder().gemm_min_work()
+
     def library(self, kind: str, inputs: list["BufferTensor"], size: int, defines: dict[str, object]) -> "BufferTensor":
         """The hand-written kernel for `kind`, specialised by `defines`, over a 1-D grid of `size`:
         it reads `inputs` and writes the operation's (one) output itself, returned."""
