@@ -95,11 +95,7 @@ class ReusableCalls:
                                                    OptionalTimeoutDuration(args.get("duration"))))
 
     def _op_releaseExecution(self, args):
-        with self._lock:
-            execution = self.executions.pop(args["execution"], None)
-        if execution is not None:
-            execution.close()
-        return {"status": ErrorStatus.NONE}
+        return self._close(self.executions, args["execution"])
 
     def _op_openTokenBurst(self, args):
         return {"status": ErrorStatus.NONE, "burst": self._keep(self.token_bursts, TokenBurst(self._model(args)), 0)}
@@ -122,8 +118,12 @@ class ReusableCalls:
         return {"status": ErrorStatus.NONE}
 
     def _op_closeTokenBurst(self, args):
+        return self._close(self.token_bursts, args["burst"])
+
+    def _close(self, table: dict, key) -> dict:
+        """Close this client's `key` of `table`, if it has one (another client's is not in it)."""
         with self._lock:
-            burst = self.token_bursts.pop(args["burst"], None)
-        if burst is not None:
-            burst.close()
+            item = table.pop(key, None)
+        if item is not None:
+            item.close()
         return {"status": ErrorStatus.NONE}

@@ -190,12 +190,10 @@ class Session(ReusableCalls):
     def _op_executeAsync(self, args):
         prepared, v, request = self._model(args), args["version"], self._request(args)
         cb = ExecutedNotice(self.conn, args["callback"], request)
-        if v < 13:  # the times are 1.3's; before 1.2 nothing is measured
-            status = prepared.launch(v, request, args["measure"] if v == 12 else MeasureTiming.NO, cb)
-        else:
-            status = prepared.launch(v, request, args["measure"], cb, OptionalTimeoutDuration(args.get("loop_timeout")),
-                                     OptionalTimePoint(args.get("deadline")))
-        return cb.launched(status)
+        timed = v == 13   # deadlines and loop timeouts are 1.3's; before 1.2 nothing is measured
+        return cb.launched(prepared.launch(v, request, args["measure"] if v >= 12 else MeasureTiming.NO, cb,
+                                           OptionalTimeoutDuration(args.get("loop_timeout") if timed else None),
+                                           OptionalTimePoint(args.get("deadline") if timed else None)))
 
     def _op_allocate(self, args):
         from ..hal.types import BufferDesc

@@ -12,17 +12,15 @@ import numpy as np
 import pytest
 
 import nngpu
-from nngpu.aidl import PreparedModelCallback, from_core
+from nngpu.aidl import from_core
 from nngpu.cts.aidl_face import PATHS, AidlFace
 from nngpu.cts.runner import run_case
 from nngpu.hal.aidl import types as A
-from nngpu.hal.types import ErrorStatus, ExecutionPreference, FusedActivationFunc, Priority
-from nngpu.hal.types import OperationType as Op
+from nngpu.hal.types import ErrorStatus
 from nngpu.json_models import load_cases
 from nngpu.memory import allocate_shared
 
-from tests.aidl.aidl_util import raised
-from tests.compiler.model_builder import T, ModelBuilder
+from tests.aidl.aidl_util import doubling_model, prepare, raised
 from tests.cts.test_corpus import BUNDLED_CORPUS
 from tests.service.conftest import Served
 
@@ -49,14 +47,7 @@ def test_a_corpus_sample_on_every_aidl_path(device):
 
 
 def test_bad_arguments_through_the_service(device):
-    b = ModelBuilder()
-    x = b.input(T.TENSOR_FLOAT32, (2,))
-    b.output(b.op(Op.ADD, [x, x, b.constant(T.INT32, FusedActivationFunc.NONE)], T.TENSOR_FLOAT32, (2,)))
-    cb = PreparedModelCallback()
-    device.prepareModel(from_core.model(b.build()), ExecutionPreference.FAST_SINGLE_ANSWER, Priority.MEDIUM,
-                        A.NO_TIME, [], [], bytes(32), cb)
-    status, prepared = cb.get(60)
-    assert status == ErrorStatus.NONE
+    prepared = prepare(device, doubling_model())
     pool = allocate_shared(16)
     pool.map()[:8] = np.array([1, 2], np.float32).tobytes()
     arg = [A.RequestArgument(False, A.DataLocation(0, 0, 8, 0), []), A.RequestArgument(False, A.DataLocation(0, 8, 8, 0), [])]

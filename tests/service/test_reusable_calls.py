@@ -12,18 +12,16 @@ import time
 import numpy as np
 import pytest
 
-from nngpu.aidl import PreparedModelCallback, from_core
+from nngpu.aidl import from_core
 from nngpu.driver import execution as execution_module
 from nngpu.driver.device import Device
 from nngpu.driver.fenced import FenceState, fence_state
 from nngpu.hal.aidl import types as A
-from nngpu.hal.types import ErrorStatus, ExecutionPreference, FusedActivationFunc, Priority
-from nngpu.hal.types import OperationType as Op
+from nngpu.hal.types import ErrorStatus
 from nngpu.memory import allocate_shared
 from nngpu.service import reusable_calls, session as session_module
 
-from tests.aidl.aidl_util import raised
-from tests.compiler.model_builder import T, ModelBuilder
+from tests.aidl.aidl_util import doubling_model, prepare as prepared_model, raised
 from tests.service.conftest import SessionPair
 
 WAIT_S = 10.0
@@ -42,15 +40,7 @@ def pair(device):
 
 
 def prepare(aidl):
-    b = ModelBuilder()
-    x = b.input(T.TENSOR_FLOAT32, (2,))
-    b.output(b.op(Op.ADD, [x, x, b.constant(T.INT32, FusedActivationFunc.NONE)], T.TENSOR_FLOAT32, (2,)))
-    cb = PreparedModelCallback()
-    aidl.prepareModel(from_core.model(b.build()), ExecutionPreference.FAST_SINGLE_ANSWER, Priority.MEDIUM,
-                      A.NO_TIME, [], [], bytes(32), cb)
-    status, prepared = cb.get(60)
-    assert status == ErrorStatus.NONE
-    return prepared
+    return prepared_model(aidl, doubling_model())
 
 
 def request_over(pool) -> A.Request:
@@ -146,7 +136,7 @@ def test_a_burst_keeps_a_tokens_memory_in_the_service_until_it_is_released(pair,
     assert len(kept) == 0
     assert raised(lambda: burst.executeSynchronously(request_over(pool), [], False, A.NO_TIME, A.NO_TIME)) == \
         ErrorStatus.INVALID_ARGUMENT
-    del burst
+    burst = None
     eventually(lambda: not pair.session.token_bursts, "the service forgets a collected burst")
 
 
