@@ -95,7 +95,7 @@ def test_reusable_execution_moves_no_data_through_the_host(prepared, counts):
         inp.map()[4:28] = (X + k).tobytes()     # the client rewrites its pool: the device sees it
         counts.clear()
         assert execution.executeSynchronously(A.NO_TIME).outputSufficientSize
-        assert counts == {"copy": 3}             # two inputs in, one output out, all device-side
+        assert counts == {"copy": 3, "synchronize": 1}   # two inputs in, one output out, one wait
         _check(inp, out, k)
     del execution
     end = time.monotonic() + 10.0                # a service hears of the collection a moment later
@@ -116,7 +116,7 @@ def test_burst_tokens_move_no_data_through_the_host(prepared, counts):
         counts.clear()
         _check(inp, out, k)
     assert burst.executeSynchronously(request, [1, 2], False, A.NO_TIME, A.NO_TIME).outputSufficientSize
-    assert counts == {"copy": 3}
+    assert counts == {"copy": 3, "synchronize": 1}
     burst.releaseMemoryResource(1)
     assert counts.get("release_host") == 1
 
@@ -130,7 +130,7 @@ def test_sync_moves_no_data_through_the_host(setting, prepared, counts):
     for k in range(3):
         inp.map()[4:28] = (X + k).tobytes()
         assert prepared.executeSynchronously(request, False, A.NO_TIME, A.NO_TIME).outputSufficientSize
-        assert counts.pop("copy") == 3 and counts.pop("register_host") == 2
+        assert counts.pop("copy") == 3 and counts.pop("register_host") == 2 and counts.pop("synchronize") == 1
         released += counts.pop("release_host", 0)
         assert not counts                       # no upload, no download
         _check(inp, out, k)

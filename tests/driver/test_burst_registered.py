@@ -34,7 +34,7 @@ def plan_add(dev, kit):
     return kit.prepare(dev, kit.add_model())
 
 
-EXTRA = ("register_host", "release_host")  # counted beside the transfers
+EXTRA = ("register_host", "release_host", "synchronize")  # counted beside the transfers (a wait too)
 
 
 def count_calls(dev, monkeypatch) -> dict:
@@ -88,7 +88,7 @@ def test_hot_burst_moves_no_data_through_the_host(plan_add, counts, kit):
             inp.map()[4:4 + a.nbytes] = new_a.tobytes()
             counts.clear()
             assert burst.compute(request, MeasureTiming.YES)[0] == ErrorStatus.NONE
-            assert counts == {"copy": 3}  # two inputs in, one output out, all device-side
+            assert counts == {"copy": 3, "synchronize": 1}  # two inputs in, one output out, one wait
             np.testing.assert_array_equal(out.array(np.float32, 52, a.size).reshape(a.shape), new_a + b)
             assert _untouched_outside(out, 52, a.nbytes)
     assert counts.get("release_host") == 2  # closing the burst released both registrations
@@ -123,7 +123,8 @@ def test_every_execution_registers_each_memory_once(plan_add, counts, kit):
     for k, execute in enumerate([*runs, run_async, run_fenced]):
         inp.map()[4:4 + a.nbytes] = (a + k).tobytes()
         assert execute() == ErrorStatus.NONE
-        assert counts.pop("copy") == 3 and counts.pop("register_host", 0) == (2 if k == 0 else 0) and not counts
+        assert counts.pop("copy") == 3 and counts.pop("register_host", 0) == (2 if k == 0 else 0)
+        assert counts.pop("synchronize") == 1 and not counts           # one wait per execution
         np.testing.assert_array_equal(out.array(np.float32, 52, a.size).reshape(a.shape), a + k + b)
         assert _untouched_outside(out, 52, a.nbytes)
     del request, inp, out
