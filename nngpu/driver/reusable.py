@@ -1,9 +1,10 @@
 """A reusable execution (AIDL IExecution) in the driver core: its request is checked against the
 model once, at creation; each run or fenced run then reuses the check, as a burst repeating a
-packet does. On a device plan its memory pools are registered with the backend once, as a
-burst's slots are (driver/burst_executor.py): an execution then moves its inputs and outputs
-between them and the plan's buffers on the device, with no host copy. The registrations go with
-the object (close, or its collection)."""
+packet does. On a device plan its memory pools are registered with the backend once, at
+creation, through the device's registry (driver/pool_registry.py): an execution then moves its
+inputs and outputs between them and the plan's buffers on the device, with no host copy. A
+registration lasts while its memory does, so a fenced run still waiting for its fences when the
+execution is closed or collected keeps what it uses."""
 from __future__ import annotations
 
 import threading
@@ -13,7 +14,6 @@ from ..hal.interfaces import IFencedExecutionCallback
 from ..hal.types import (ErrorStatus, MeasureTiming, NativeHandle, OptionalTimePoint, OptionalTimeoutDuration,
                          Request, Timing)
 from ..validation import ValidationError
-from .burst_executor import DriverBurstExecutor
 from .deadline import deadline_ns
 from .execution import Checked, Result, check
 from .fenced import launch_fenced, timeout_ns
@@ -30,11 +30,6 @@ class ReusableExecution:
     def __init__(self, prepared, checked: Checked):
         self._prepared = prepared
         self._checked: Checked | None = checked
-        self._slots = DriverBurstExecutor(prepared)
-        for k, pool in enumerate(checked.pools):
-            if pool.memory is not None:
-                self._slots.add_cache_entry(pool.memory, k)
-                pool.registered = self._slots.registration(k)
         self._busy = threading.Lock()
 
     @classmethod
@@ -45,7 +40,8 @@ class ReusableExecution:
             loop_ns = timeout_ns(loop, "loop timeout")
         except ValidationError as e:
             return Result(ErrorStatus.INVALID_ARGUMENT, [], Timing(), str(e))
-        checked = check(prepared.executor, request, measure, prepared.resolve_token, loop_ns)
+        checked = check(prepared.executor, request, measure, prepared.resolve_token, loop_ns,
+                        register=prepared.register)
         return checked if isinstance(checked, Result) else cls(prepared, checked)
 
     def __len__(self) -> int:
@@ -53,15 +49,9 @@ class ReusableExecution:
         return 0 if self._checked is None else sum(pool.memory is not None for pool in self._checked.pools)
 
     def close(self) -> None:
-        """Give up the pools and their registrations now (the collector would, later); a run
+        """Give up the pools (their registrations go once nothing uses their memories); a run
         after this is INVALID_ARGUMENT."""
         self._checked = None
-        self._slots.remove_all_cache_entries()
-
-    def __del__(self) -> None:
-        slots = getattr(self, "_slots", None)
-        if slots is not None:
-            slots.remove_all_cache_entries()
 
     def _take(self, deadline: OptionalTimePoint) -> Checked | Result:
         """The check, for one more execution by `deadline`, with the busy lock held; a Result

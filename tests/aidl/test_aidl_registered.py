@@ -87,7 +87,7 @@ def _check(inp, out, k: int) -> None:
     np.testing.assert_array_equal(out.array(np.float32, 52, 6), X + k + Y)
 
 
-def test_reusable_execution_moves_no_data_through_the_host(prepared, counts):
+def test_reusable_execution_moves_no_data_through_the_host(setting, prepared, counts):
     request, inp, out = _request()
     execution = prepared.createReusableExecution(request, A.ExecutionConfig())
     assert counts.pop("register_host") == 2
@@ -97,12 +97,14 @@ def test_reusable_execution_moves_no_data_through_the_host(prepared, counts):
         assert execution.executeSynchronously(A.NO_TIME).outputSufficientSize
         assert counts == {"copy": 3, "synchronize": 1}   # two inputs in, one output out, one wait
         _check(inp, out, k)
-    del execution
+    del execution               # its memories go, and the device's next registration releases theirs
+    gc.collect()
+    counts.clear()
     end = time.monotonic() + 10.0                # a service hears of the collection a moment later
-    while counts.get("release_host") != 2 and time.monotonic() < end:
+    while counts.get("release_host", 0) < 2 and time.monotonic() < end:
+        assert prepared.executeSynchronously(request, False, A.NO_TIME, A.NO_TIME).outputSufficientSize
         gc.collect()
-        time.sleep(0.01)
-    assert counts.get("release_host") == 2
+    assert counts.get("release_host", 0) == 2 or (setting[1] and counts.get("release_host", 0) >= 2)
 
 
 def test_burst_tokens_move_no_data_through_the_host(prepared, counts):
@@ -131,7 +133,8 @@ def test_sync_moves_no_data_through_the_host(setting, prepared, counts):
         inp.map()[4:28] = (X + k).tobytes()
         assert prepared.executeSynchronously(request, False, A.NO_TIME, A.NO_TIME).outputSufficientSize
         assert counts.pop("copy") == 3 and counts.pop("register_host") == 2 and counts.pop("synchronize") == 1
-        released += counts.pop("release_host", 0)
+        freed = counts.pop("release_host", 0)   # the first call may free what earlier tests left
+        released += freed if k else 0
         assert not counts                       # no upload, no download
         _check(inp, out, k)
     assert released == 4 or setting[1]
