@@ -6,8 +6,8 @@ registered pool's regions in place; driver/outputs.py writes them).
 
 A registration lasts as long as its Memory: once the Memory is collected it is released, at the
 registry's next use rather than in the collector, which may run on any thread, in the middle of
-another thread's capture. A burst's slots and a reusable execution's pools keep registrations
-of their own (driver/burst_executor.py), released with the slot."""
+another thread's capture. A reusable execution's pools are registered here too; a burst's slots
+and tokens keep registrations of their own (driver/burst_executor.py), released with the slot."""
 from __future__ import annotations
 
 import logging
