@@ -34,6 +34,7 @@ import time
 import weakref
 from typing import Any
 
+from ..threads import start_thread
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import UINT64_MAX, ErrorStatus, MeasureTiming, MemoryPool, Request, Timing
 from ..memory import Memory
@@ -169,7 +170,7 @@ def _within(timeout: float | None, what: str, fn, *args, on_late=None) -> tuple[
         if late and on_late is not None and value is not None:
             on_late(value)
     try:
-        threading.Thread(target=run, name="nngpu-burst-call", daemon=True).start()
+        start_thread(run, "nngpu-burst-call")
     except RuntimeError:  # no thread to spare: the call cannot be bounded, so it is not made
         log.error("%s: no thread to run it on", what)
         return False, None

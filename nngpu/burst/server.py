@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from ..threads import start_thread
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus, MeasureTiming, OutputShape, Timing
 from .codec import DATUM_SIZE, BurstRequest, ComputeResult, PacketError, decode_request, encode_result
@@ -68,8 +69,7 @@ class BurstServer(IBurstContext):
         self._stop = threading.Event()
         self._serving = threading.Lock()  # held while one packet is read, run and answered
         self._recent: dict[bytes, BurstRequest] = {}  # packet bytes -> the request decoded
-        self._worker = threading.Thread(target=self._serve, name="nngpu-burst", daemon=True)
-        self._worker.start()
+        self._worker = start_thread(self._serve, "nngpu-burst")
 
     # ---- IBurstContext ----------------------------------------------------------------------
     def freeMemory(self, slot: int) -> None:

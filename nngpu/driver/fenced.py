@@ -26,6 +26,7 @@ import time
 from dataclasses import replace
 from typing import Callable
 
+from ..threads import start_thread
 from ..hal.interfaces import IFencedExecutionCallback
 from ..hal.types import ErrorStatus, MeasureTiming, NativeHandle, OptionalTimeoutDuration, Timing, UINT64_MAX
 from ..validation import ValidationError
@@ -197,7 +198,7 @@ class FenceWaiter:
         with self._lock:
             if self._wake is None:
                 self._wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
-                threading.Thread(target=self._serve, name="nngpu-fence-waiter", daemon=True).start()
+                start_thread(self._serve, "nngpu-fence-waiter")
             self._incoming.append(job)
             os.eventfd_write(self._wake, 1)
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import signal
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, NamedTuple
 
+from ..threads import block_stop_signals
 from ..hal.types import Priority
 
 log = logging.getLogger("nngpu.work_queue")
@@ -132,7 +132,7 @@ class PriorityPool:
         # Ctrl-C and SIGTERM go to the main thread, never here: taken by a worker, the signal
         # interrupts a system call inside its job (PoCL's compiler then fails a read with EINTR
         # and prints "1 error generated." beside "nngpu: interrupted").
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        block_stop_signals()
         while (picked := self._take()) is not None:
             key, job = picked
             try:

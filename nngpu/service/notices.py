@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from ..threads import start_thread
 from ..hal.interfaces import IExecutionCallback, IPreparedModelCallback
 from ..hal.types import ErrorStatus, NativeHandle
 from ..memory import close_fds
@@ -33,7 +34,7 @@ def notify_client(conn: Connection, op: str, args: dict) -> None:
             conn.call(op, args, timeout=NOTIFY_TIMEOUT_S)
         except (IpcError, WireError) as e:
             log.info("%s: the client was not told: %s", op, e)
-    threading.Thread(target=send, name=f"nngpu-{op}", daemon=True).start()
+    start_thread(send, f"nngpu-{op}")
 
 
 class Notice:

@@ -25,6 +25,7 @@ from .wire import dumps
 log = logging.getLogger("nngpu.burst_ipc")
 
 MAX_CLIENTS = 64
+SIGNAL_POLL_S = 0.5  # how soon the accept loop runs a signal handler another thread took
 
 
 def serve_connection(sock: socket.socket, device=None) -> None:
@@ -53,9 +54,14 @@ def accept_loop(server: socket.socket, device, allowed: frozenset[int] = frozens
     `server` is closed. A peer whose uid is not admitted, or one past `max_clients`, is logged
     and closed; running out of fds or memory is logged and waited out, never the end of the loop."""
     room = threading.BoundedSemaphore(max_clients)  # one unit per connection served
+    # A signal the kernel gave another thread (one of a library's: OpenBLAS's, PoCL's) does not
+    # wake accept(); Python runs its handler once this thread runs again, so it wakes this often.
+    server.settimeout(SIGNAL_POLL_S)
     while True:
         try:
             conn, _ = server.accept()
+        except TimeoutError:
+            continue
         except OSError as e:
             if server.fileno() < 0:
                 return  # closed

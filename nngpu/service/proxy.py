@@ -27,10 +27,10 @@ import logging
 import os
 import queue
 import socket
-import threading
 import weakref
 from typing import Any
 
+from ..threads import start_thread
 from ..driver.execution import Result
 from ..driver.fenced import FENCE_ERROR, FenceState, fence_kind, fence_state
 from ..hal.interfaces import IBuffer
@@ -73,8 +73,7 @@ class _Link(BurstService):
         # what collected proxy objects leave for the service to release (release_later)
         self._releases: queue.SimpleQueue = queue.SimpleQueue()
         super().__init__(sock)
-        threading.Thread(target=_release_loop, args=(self._releases, self._conn), name="nngpu-release",
-                         daemon=True).start()
+        start_thread(_release_loop, "nngpu-release", (self._releases, self._conn))
 
     def release_later(self, op: str, args: dict) -> None:
         """From a finalizer, which runs wherever a collection happens (the reader thread, whose

@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 import msgpack
 
+from ..threads import start_thread
 from ..driver.work_queue import PriorityPool
 from ..hal.types import ErrorStatus
 from ..memory import close_fds
@@ -163,8 +164,7 @@ class Connection:
         self._sock_closed = False
         self.refusal: str | None = None  # why the peer said it will not serve us (a `bye`)
         self.closed = threading.Event()
-        self._reader = threading.Thread(target=self._read_loop, name="nngpu-ipc-reader", daemon=True)
-        self._reader.start()
+        self._reader = start_thread(self._read_loop, "nngpu-ipc-reader")
 
     def _send(self, envelope: dict, fds: list[int], timeout: float | None) -> None:
         """Send one message within `timeout` s (None: however long the peer takes to make room);

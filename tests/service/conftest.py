@@ -71,9 +71,22 @@ class Served:
         try:
             return self.proc.wait(30)
         except subprocess.TimeoutExpired:
+            state = f"{self._state()}; threads: {self._threads()}"   # what it was doing instead of exiting
             self.proc.kill()
             self.proc.wait()
-            raise
+            raise AssertionError(f"nngpu serve did not exit on {signal.Signals(sig).name}: {state}") from None
+
+    def _threads(self) -> str:
+        """Each thread's name, scheduler state and kernel wait channel."""
+        out = []
+        for task in sorted(Path(f"/proc/{self.proc.pid}/task").glob("*")):
+            try:
+                comm = (task / "comm").read_text().strip()
+                state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                out.append(f"{comm} {state} {(task / 'wchan').read_text() or '-'}")
+            except OSError:
+                continue
+        return ", ".join(out)
 
 
 class Process:

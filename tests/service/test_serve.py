@@ -2,11 +2,14 @@
 Device (capabilities, supported operations, the same output bytes through every prepare and
 execute path, bursts, device buffers), every callback is notified once, fenced executions take and give
 fences as fds, and a service that goes away gives DEVICE_UNAVAILABLE."""
+import ctypes
 import gc
 import os
+import platform
 import select
 import signal
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +25,7 @@ from nngpu.hal.types import (BufferDesc, BufferRole, DataLocation, DeviceStatus,
 from nngpu.memory import allocate_shared
 from nngpu.modelutil import as_model_1_3
 from tests.driver.conftest import A, B, add_model, add_request
+from tests.service.conftest import Served
 
 WAIT_S = 60
 PREF = ExecutionPreference.FAST_SINGLE_ANSWER
@@ -331,3 +335,44 @@ def test_a_stopped_service_costs_a_synchronous_execution_only_its_deadline(remot
         os.kill(served.proc.pid, signal.SIGCONT)
     assert status == ErrorStatus.DEVICE_UNAVAILABLE
     assert 1.0 <= took < 1.0 + DEADLINE_GRACE_S + 1.0
+
+
+_TGKILL = {"x86_64": 234, "aarch64": 131}.get(platform.machine())   # the syscall's number
+
+
+def _unblocking_threads(pid: int) -> list[int]:
+    """The threads of `pid` other than its main one that do not block SIGTERM."""
+    bit = 1 << (signal.SIGTERM - 1)
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:          # a thread that has just ended
+            continue
+        blocked = next(line for line in status.splitlines() if line.startswith("SigBlk:"))
+        if int(task.name) != pid and not int(blocked.split()[1], 16) & bit:
+            found.append(int(task.name))
+    return found
+
+
+@pytest.mark.skipif(_TGKILL is None, reason="tgkill's number is known for x86_64 and aarch64 only")
+def test_sigterm_taken_by_another_thread_stops_the_service(short_dir):
+    """The kernel gives a process's SIGTERM to any thread that does not block it, a library's
+    (OpenBLAS's) included, and Python runs the handler on the main thread only, which accept()
+    held asleep until a client came. SIGTERM sent to such a thread (tgkill) now stops the
+    service at once."""
+    served = Served(short_dir / "s.sock")
+    with nngpu.connect(served.path) as device:
+        assert device.getVersionString()[0] == ErrorStatus.NONE
+    try:
+        others = _unblocking_threads(served.proc.pid)
+        if not others:
+            pytest.skip("every thread of the service but the main one blocks SIGTERM")
+        start = time.monotonic()
+        assert ctypes.CDLL(None, use_errno=True).syscall(_TGKILL, served.proc.pid, others[0], signal.SIGTERM) == 0
+        assert served.proc.wait(10) == 0    # Served.stop would send another, to the process
+        assert time.monotonic() - start < 5.0
+    finally:
+        if served.proc.poll() is None:
+            served.proc.kill()
+            served.proc.wait()
