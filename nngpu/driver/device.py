@@ -12,7 +12,7 @@ from .. import __version__, backends, profiling
 from ..compiler.lower import device_plan
 from ..compiler.pad_fold import fold_pads
 from ..hal.interfaces import IPreparedModelCallback
-from ..hidl.device import HidlDevice
+from ..hidl.device import NOTIFY, HidlDevice
 from ..hal.types import (
     DeviceStatus,
     DeviceType,
@@ -48,14 +48,11 @@ log = logging.getLogger("nngpu.device")
 
 _PREPARE_POOL = PriorityPool(4, "nngpu-prepare")
 
-_NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
-
-
 def _notify(callback, version: int, status: ErrorStatus, prepared, reason: str = "") -> None:
     if isinstance(callback, PreparedModelCallback):  # in process, the reason goes with the status
         callback.reason = reason
     try:
-        getattr(callback, _NOTIFY[version])(status, prepared)
+        getattr(callback, NOTIFY[version])(status, prepared)
     except Exception:
         log.exception("prepare callback raised")
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..backends.base import Backend, DeviceValue
 
-log = logging.getLogger("nngpu.burst")
+log = logging.getLogger("nngpu.pool_registry")
 
 
 def register_memory(backend: Backend, memory: Any) -> DeviceValue | None:
@@ -52,11 +52,6 @@ class PoolRegistry:
         self._held: weakref.WeakKeyDictionary[Any, DeviceValue | None] = weakref.WeakKeyDictionary()
         self._orphans: list[DeviceValue] = []   # of collected memories, to release at the next use
         self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        """How many memories are registered now."""
-        with self._lock:
-            return sum(v is not None for v in self._held.values())
 
     def registration(self, memory: Any) -> DeviceValue | None:
         """The memory's registration (made now if this is its first use), or None."""

@@ -10,6 +10,9 @@ from typing import Any
 from ..hal.interfaces import IDevice
 from ..hal.types import ErrorStatus, ExecutionPreference, OptionalTimePoint, Priority
 
+# the callback method that hears a prepare or an execution launched through each HAL version
+NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
+
 
 class HidlDevice(IDevice):
     # ---- the core's calls ---------------------------------------------------------------------

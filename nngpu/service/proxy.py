@@ -35,19 +35,17 @@ from ..driver.execution import Result
 from ..driver.fenced import FENCE_ERROR, FenceState, fence_kind, fence_state
 from ..hal.interfaces import IBuffer
 from ..hal.types import DeviceStatus, ErrorStatus, ExecutionPreference, NativeHandle, Priority, Timing
-from ..hidl.device import HidlDevice
+from ..hidl.device import NOTIFY, HidlDevice
 from ..hidl.prepared_model import HidlPreparedModel
 from .client import BurstService, RemotePreparedModel
 from .codec import WireError
-from .remote_calls import failure, fenced_outcome, timed, wait_s
+from .remote_calls import as_result, call, failure, fenced_call, timed
 from .remote_reusable import RemoteReusableExecution, RemoteTokenBurst
 from .wire import IpcError
 
 log = logging.getLogger("nngpu.service")
 
 HANDSHAKE_TIMEOUT_S = 10.0
-# which notify method of a callback hears a prepare or an execution launched through each version
-_NOTIFY = {10: "notify", 11: "notify", 12: "notify_1_2", 13: "notify_1_3"}
 
 
 def _is_callback(callback: Any) -> bool:
@@ -181,18 +179,14 @@ class ProxyPreparedModel(HidlPreparedModel, RemotePreparedModel):
             return ErrorStatus.INVALID_ARGUMENT
         args = {"model": self.model_id, "request": request, "measure": measure, "version": version,
                 **timed(deadline, loop)}
-        method = _NOTIFY[version]
+        method = NOTIFY[version]
         fail = () if method == "notify" else ([], Timing())
         return self._service.launch("executeAsync", args, callback, "executed", method, fail)
 
     def run(self, request, measure, loop=None, deadline=None) -> Result:
-        try:
-            reply = self._service._conn.call("execute", {"model": self.model_id, "request": request,
-                                                         "measure": measure, "version": 13, **timed(deadline, loop)},
-                                             timeout=wait_s(deadline))
-        except (IpcError, WireError) as e:
-            return Result(failure("executeSynchronously", e), [], Timing(), str(e))
-        return Result(reply["status"], reply.get("shapes", []), reply.get("timing", Timing()), reply.get("error", ""))
+        return as_result(call(self._service, "executeSynchronously", "execute", {
+            "model": self.model_id, "request": request, "measure": measure, "version": 13, **timed(deadline, loop)},
+            deadline))
 
     def reusable_execution(self, request, measure, loop) -> RemoteReusableExecution | Result:
         """An execution kept in the service, its request checked there once (AIDL IExecution)."""
@@ -203,16 +197,10 @@ class ProxyPreparedModel(HidlPreparedModel, RemotePreparedModel):
         return RemoteTokenBurst.open(self._service, self.model_id)
 
     def executeFenced(self, request, waitFor, measure, deadline, loopTimeoutDuration, duration):
-        """The fences' fds travel (the service dups those it waits on); the returned fence is a
-        fd of this process, the caller's to close, as in process."""
-        try:
-            reply = self._service._conn.call("executeFenced", {
-                "model": self.model_id, "request": request, "wait_for": list(waitFor), "measure": measure,
-                "duration": getattr(duration, "nanoseconds", None), **timed(deadline, loopTimeoutDuration)},
-                timeout=wait_s(deadline))
-        except (IpcError, WireError, TypeError) as e:
-            return failure("executeFenced", e), NativeHandle(), None
-        return fenced_outcome(self._service, reply)
+        """The returned fence is a fd of this process, the caller's to close, as in process."""
+        return fenced_call(self._service, "executeFenced", {
+            "model": self.model_id, "request": request, "wait_for": waitFor, "measure": measure,
+            "duration": getattr(duration, "nanoseconds", None), **timed(deadline, loopTimeoutDuration)}, deadline)
 
 
 def _release_loop(releases: queue.SimpleQueue, conn) -> None:
@@ -321,14 +309,14 @@ class RemoteDevice(HidlDevice):
         args = {"model": model, "preference": preference, "version": version,
                 "priority": priority if version == 13 else None, "deadline": timed(deadline, None)["deadline"],
                 **_caches(*_saveable(model_cache, data_cache, token))}
-        return self._link.launch("prepare", args, callback, "prepared", _NOTIFY[version], (None,))
+        return self._link.launch("prepare", args, callback, "prepared", NOTIFY[version], (None,))
 
     def prepare_from_cache(self, version: int, deadline, model_cache, data_cache, token, callback) -> ErrorStatus:
         if not _is_callback(callback):
             return ErrorStatus.INVALID_ARGUMENT
         args = {"version": version, "deadline": timed(deadline, None)["deadline"],
                 **_caches(model_cache, data_cache, token)}
-        return self._link.launch("prepareFromCache", args, callback, "prepared", _NOTIFY[version], (None,))
+        return self._link.launch("prepareFromCache", args, callback, "prepared", NOTIFY[version], (None,))
 
     def allocate(self, desc, preparedModels, inputRoles, outputRoles):
         models = list(preparedModels or [])

@@ -1,6 +1,7 @@
 """What the client's remote objects (nngpu.service.proxy, nngpu.service.remote_reusable) share:
-how a call that could not be made fails, how long a timed call waits, the wire's time fields, and
-a fenced execution's outcome with its callback in the service."""
+how a call that could not be made fails, how long a timed call waits, the wire's time fields, an
+execution's reply as the core's Result, and a fenced execution's outcome with its callback in
+the service."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +10,7 @@ import weakref
 from typing import Any
 
 from ..driver.deadline import deadline_ns
+from ..driver.execution import Result
 from ..hal.interfaces import IFencedExecutionCallback
 from ..hal.types import ErrorStatus, NativeHandle, Timing
 from ..validation import ValidationError
@@ -38,6 +40,20 @@ def wait_s(deadline) -> float:
     return max(0.0, (ns - time.monotonic_ns()) / 1e9) + DEADLINE_GRACE_S
 
 
+def call(link: Any, method: str, op: str, args: dict, deadline=None) -> dict:
+    """The reply to `op`, waited for as long as `deadline` allows; for a call that could not be
+    made, its failure status and reason."""
+    try:
+        return link._conn.call(op, args, timeout=wait_s(deadline))
+    except (IpcError, WireError) as e:
+        return {"status": failure(method, e), "error": str(e)}
+
+
+def as_result(reply: dict) -> Result:
+    """An execution's reply as the driver core's Result."""
+    return Result(reply["status"], reply.get("shapes", []), reply.get("timing", Timing()), reply.get("error", ""))
+
+
 def timed(deadline, loop) -> dict:
     """An OptionalTimePoint and an OptionalTimeoutDuration as the wire's nanoseconds (None: absent)."""
     return {"deadline": getattr(deadline, "nanosecondsSinceEpoch", None),
@@ -63,9 +79,15 @@ class RemoteFencedCallback(IFencedExecutionCallback):
         return reply["info_status"], reply["launched"], reply["after_fences"]
 
 
-def fenced_outcome(link: Any, reply: dict) -> tuple[ErrorStatus, NativeHandle, IFencedExecutionCallback | None]:
-    """A fenced execution's reply as executeFenced returns it: the fence, a fd of this process
-    that is the caller's to close, and the callback in the service."""
+def fenced_call(link: Any, op: str, args: dict,
+                deadline) -> tuple[ErrorStatus, NativeHandle, IFencedExecutionCallback | None]:
+    """A fenced execution as executeFenced returns it: the fence, a fd of this process that is
+    the caller's to close, and the callback in the service. The fences (`args["wait_for"]`)
+    travel as fds; the service dups those it waits on."""
+    try:
+        reply = link._conn.call(op, {**args, "wait_for": list(args["wait_for"])}, timeout=wait_s(deadline))
+    except (IpcError, WireError, TypeError) as e:
+        return failure("executeFenced", e), NativeHandle(), None
     fenced, fence = reply.get("fenced"), reply.get("fence", NativeHandle())
     if fenced is None:
         return reply["status"], fence, None

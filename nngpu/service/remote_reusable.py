@@ -8,23 +8,16 @@ import weakref
 from typing import Any
 
 from ..driver.execution import Result
-from ..hal.types import (ErrorStatus, MeasureTiming, NativeHandle, OptionalTimePoint, OptionalTimeoutDuration, Request,
-                         Timing)
-from .codec import WireError
-from .remote_calls import failure, fenced_outcome, timed, wait_s
-from .wire import IpcError
+from ..hal.types import ErrorStatus, MeasureTiming, NativeHandle, OptionalTimePoint, OptionalTimeoutDuration, Request
+from .remote_calls import as_result, call, fenced_call, timed
 
 
-def _call(link: Any, method: str, op: str, args: dict, deadline: OptionalTimePoint | None = None) -> dict:
-    """The reply to `op`; for a call that could not be made, its failure status and reason."""
-    try:
-        return link._conn.call(op, args, timeout=wait_s(deadline))
-    except (IpcError, WireError) as e:
-        return {"status": failure(method, e), "error": str(e)}
-
-
-def _result(reply: dict) -> Result:
-    return Result(reply["status"], reply.get("shapes", []), reply.get("timing", Timing()), reply.get("error", ""))
+def _opened(cls, link: Any, reply: dict, key: str):
+    """The object the service kept under reply[key], or the Result of its refusal."""
+    if reply["status"] == ErrorStatus.NONE and reply.get(key) is not None:
+        return cls(link, reply[key])
+    return as_result(reply if reply["status"] != ErrorStatus.NONE else
+                     {"status": ErrorStatus.GENERAL_FAILURE, "error": f"the service named no {key}"})
 
 
 class RemoteReusableExecution:
@@ -38,25 +31,18 @@ class RemoteReusableExecution:
     def create(cls, link: Any, model_id: int, request: Request, measure: MeasureTiming,
                loop: OptionalTimeoutDuration) -> "RemoteReusableExecution | Result":
         """The execution, or the Result of its refusal."""
-        reply = _call(link, "createReusableExecution", "createExecution", {
+        reply = call(link, "createReusableExecution", "createExecution", {
             "model": model_id, "request": request, "measure": measure, "loop_timeout": timed(None, loop)["loop_timeout"]})
-        if reply["status"] == ErrorStatus.NONE and reply.get("execution") is not None:
-            return cls(link, reply["execution"])
-        return _result(reply if reply["status"] != ErrorStatus.NONE else
-                       {"status": ErrorStatus.GENERAL_FAILURE, "error": "the service named no execution"})
+        return _opened(cls, link, reply, "execution")
 
     def run(self, deadline: OptionalTimePoint) -> Result:
-        return _result(_call(self._link, "executeSynchronously", "runExecution",
-                             {"execution": self._id, "deadline": timed(deadline, None)["deadline"]}, deadline))
+        return as_result(call(self._link, "executeSynchronously", "runExecution",
+                              {"execution": self._id, "deadline": timed(deadline, None)["deadline"]}, deadline))
 
     def fenced(self, waitFor: list[NativeHandle], deadline: OptionalTimePoint, duration: OptionalTimeoutDuration):
-        try:
-            reply = self._link._conn.call("fencedExecution", {
-                "execution": self._id, "wait_for": list(waitFor), "deadline": timed(deadline, None)["deadline"],
-                "duration": getattr(duration, "nanoseconds", None)}, timeout=wait_s(deadline))
-        except (IpcError, WireError, TypeError) as e:
-            return failure("executeFenced", e), NativeHandle(), None
-        return fenced_outcome(self._link, reply)
+        return fenced_call(self._link, "fencedExecution", {
+            "execution": self._id, "wait_for": waitFor, "deadline": timed(deadline, None)["deadline"],
+            "duration": getattr(duration, "nanoseconds", None)}, deadline)
 
 
 class RemoteTokenBurst:
@@ -69,17 +55,13 @@ class RemoteTokenBurst:
 
     @classmethod
     def open(cls, link: Any, model_id: int) -> "RemoteTokenBurst | Result":
-        reply = _call(link, "configureExecutionBurst", "openTokenBurst", {"model": model_id})
-        if reply["status"] == ErrorStatus.NONE and reply.get("burst") is not None:
-            return cls(link, reply["burst"])
-        return _result(reply if reply["status"] != ErrorStatus.NONE else
-                       {"status": ErrorStatus.GENERAL_FAILURE, "error": "the service named no burst"})
+        return _opened(cls, link, call(link, "configureExecutionBurst", "openTokenBurst", {"model": model_id}), "burst")
 
     def run(self, request: Request, tokens: list[int | None], measure: MeasureTiming, deadline: OptionalTimePoint,
             loop: OptionalTimeoutDuration) -> Result:
         args = {"burst": self._id, "request": request, "tokens": [-1 if t is None else t for t in tokens],
                 "measure": measure, **timed(deadline, loop)}
-        return _result(_call(self._link, "executeSynchronously", "runTokenBurst", args, deadline))
+        return as_result(call(self._link, "executeSynchronously", "runTokenBurst", args, deadline))
 
     def release(self, token: int) -> None:
-        _call(self._link, "releaseMemoryResource", "releaseToken", {"burst": self._id, "token": token})
+        call(self._link, "releaseMemoryResource", "releaseToken", {"burst": self._id, "token": token})
