@@ -11,6 +11,7 @@ import nngpu
 from nngpu import progress
 from nngpu.backends import device_backends
 from nngpu.session import Session
+from nngpu.backends.opencl import TARGET as OPENCL
 
 DEMO = Path(nngpu.__file__).resolve().parent / "data" / "demo_cnn.json"
 
@@ -71,7 +72,7 @@ def test_units_split_a_segment():
 
     case = load_file(DEMO)[0]
     runner = GraphRunner(as_model_1_3(build_model(case)))
-    spec = trace_segments(runner, runner.trace(case_inputs(case)), "opencl", False)[0]
+    spec = trace_segments(runner, runner.trace(case_inputs(case)), OPENCL, False)[0]
     names = [k.name for k in spec.kernels]
     assert len(names) >= 3
     one = spec.units()

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .base import Backend
+
+if TYPE_CHECKING:
+    from ..compiler.target import Target
 
 NAMES = ("numpy", "opencl", "cuda")
 
@@ -66,3 +70,10 @@ def device_backends() -> list[str]:
     from . import cuda, opencl
 
     return [name for name, ok in (("opencl", opencl.available()[0]), ("cuda", cuda.available())) if ok]
+
+
+def targets() -> dict[str, "Target"]:
+    """Every kernel target by name: what `nngpu kernels --target` renders, no device needed."""
+    from . import cuda, opencl
+
+    return {t.name: t for t in (opencl.TARGET, cuda.TARGET)}

@@ -17,11 +17,14 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
 
 from ..hal.types import DeviceType
+
+if TYPE_CHECKING:
+    from ..compiler.target import Target
 
 log = logging.getLogger("nngpu.backends")
 
@@ -140,7 +143,7 @@ class DeviceHealth:
 
 class Backend(ABC):
     name: str
-    dialect: str | None     # "opencl" | "cuda": which C the renderer writes for it; None: no kernels
+    target: Target | None   # how the compiler writes kernels for it (its module's); None: no kernels
     device_type: DeviceType
     description: str
     kernels_per_unit: int | None = None   # kernels per compiled program (None: a segment's all)
@@ -260,8 +263,7 @@ class Backend(ABC):
     def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple[Any, float, float] | None = None) -> Callable[[], Any]:
         """The GEMM as a call without arguments; with epilogue (bias buffer, lo, hi) it stores
-        clamp(C + bias, lo, hi), which only a backend whose dialect is in compiler/library.py's
-        GEMM_EPILOGUE is asked for."""
+        clamp(C + bias, lo, hi), which only a backend whose target has gemm_epilogue is asked for."""
         if epilogue is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM has no epilogue")
         return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed)

@@ -8,10 +8,79 @@ import threading
 
 import numpy as np
 
+from ..compiler.render import CStyleRenderer
+from ..compiler.target import Target
 from ..hal.types import DeviceType
 from .base import Backend, cache_key
 
 BLOCK = 256
+
+# The hardware's conversions (one cvt instruction each, round to nearest even) on the device; the
+# same arithmetic in software where the source is compiled for the host (tests/cuda_host).
+_CUDA_HALF = r"""
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float nn_half_to_float(unsigned short h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short nn_float_to_half(float f) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+#else
+__device__ __forceinline__ float nn_half_to_float(unsigned short h) {
+    unsigned int sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0) {
+        if (mant == 0) { bits = sign; }
+        else { exp = 113; while (!(mant & 0x400u)) { mant <<= 1; --exp; } mant &= 0x3ffu; bits = sign | (exp << 23) | (mant << 13); }
+    } else if (exp == 31) { bits = sign | 0x7f800000u | (mant << 13); }
+    else { bits = sign | ((exp + 112) << 23) | (mant << 13); }
+    return __uint_as_float(bits);
+}
+__device__ __forceinline__ unsigned short nn_float_to_half(float f) {
+    unsigned int x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
+    if (absx > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);           /* NaN */
+    if (absx >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);          /* overflow to inf */
+    if (absx < 0x38800000u) {                                                   /* subnormal or zero */
+        unsigned int shift = 113 - (absx >> 23);
+        if (shift > 24) return (unsigned short)sign;
+        unsigned int mant = (absx & 0x7fffffu) | 0x800000u;
+        unsigned int r = mant >> (shift + 13), rem = mant & ((1u << (shift + 13)) - 1u), halfway = 1u << (shift + 12);
+        if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
+        return (unsigned short)(sign | r);
+    }
+    unsigned int r = ((absx - 0x38000000u) >> 13), rem = absx & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;                      /* round to nearest even */
+    return (unsigned short)(sign | r);
+}
+#endif"""
+
+
+class CUDARenderer(CStyleRenderer):
+    kernel_prefix = 'extern "C" __global__ void'
+    restrict = "__restrict__"
+    gid = "(blockIdx.x * (long long)blockDim.x + threadIdx.x)"
+    helper_qualifier = "__device__ __forceinline__"
+    long_type = "long long"
+    long_suffix = "LL"
+    storage_types = {**CStyleRenderer.storage_types, "half": "unsigned short", "bool8": "unsigned char",
+                     "u8": "unsigned char", "i8": "signed char", "u16": "unsigned short"}
+
+    def prelude(self, storages: set[str]) -> list[str]:
+        return [_CUDA_HALF.strip("\n")] if "half" in storages else []
+
+    def load(self, ptr: str, storage: str, index: str) -> str:
+        return f"nn_half_to_float({ptr}[{index}])" if storage == "half" else super().load(ptr, storage, index)
+
+    def store(self, ptr: str, storage: str, index: str, value: str) -> str:
+        if storage == "half":
+            return f"{ptr}[{index}] = nn_float_to_half({value});"
+        if storage == "bool8":
+            return f"{ptr}[{index}] = (unsigned char)(({value}) ? 1 : 0);"
+        return super().store(ptr, storage, index, value)
+
+
+# cuBLAS is a call with an epilogue kernel after it: a convolution is a GEMM from 2^21 multiply-adds
+# (unmeasured on a GPU so far).
+TARGET = Target("cuda", CUDARenderer(), ".cu", gemm_min_work=1 << 21)
 
 
 # With a ROCm build of CuPy there is no sm_XX to compile for, no cubin and no stream capture:
@@ -61,7 +130,7 @@ _STICKY = frozenset({700, 702, 714, 715, 716, 717, 718, 719, 214, 46})
 
 class CudaBackend(Backend):
     name = "cuda"
-    dialect = "cuda"
+    target = TARGET
     device_type = DeviceType.GPU
 
     def __init__(self) -> None:

@@ -10,7 +10,7 @@ from .base import Backend
 
 class NumpyBackend(Backend):
     name = "numpy"
-    dialect = None
+    target = None
     device_type = DeviceType.CPU
     description = f"numpy {np.__version__}"
 

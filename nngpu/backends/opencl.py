@@ -9,12 +9,39 @@ import threading
 
 import numpy as np
 
+from ..compiler.render import CStyleRenderer
+from ..compiler.target import Target
 from ..hal.types import DeviceType
 from .base import Backend, kernel_template
 
 GEMM_ROWS = 8  # rows of C per work-item, as in kernels/gemm.cl
 NT_BLOCK = 4   # rows and columns of C per work-item of nn_gemm_nt_vec (NT_ROWS, NT_COLS there)
 CPU_WORK_GROUP = 256
+
+
+class OpenCLRenderer(CStyleRenderer):
+    kernel_prefix = "__kernel void"
+    buffer_qualifier = "__global "
+    gid = "get_global_id(0)"
+
+    def load(self, ptr: str, storage: str, index: str) -> str:
+        return f"vload_half({index}, {ptr})" if storage == "half" else super().load(ptr, storage, index)
+
+    def store(self, ptr: str, storage: str, index: str, value: str) -> str:
+        if storage == "half":
+            return f"vstore_half_rte({value}, {index}, {ptr});"
+        return super().store(ptr, storage, index, value)
+
+
+TARGET = Target(
+    "opencl", OpenCLRenderer(), ".cl",
+    templates={"depthwise": "depthwise.cl"},
+    gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
+    # OpenCL's GEMM kernels are explicit-vector micro-kernels, the generated convolution a scalar
+    # loop per output: on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds run
+    # 2.5x faster as GEMMs, even with the launch their fused PAD+ADD+RELU then needs of its own;
+    # below 2^16 that launch costs more than it saves.
+    gemm_min_work=1 << 16)
 
 
 def _pick_device(cl):
@@ -81,7 +108,7 @@ def unusable() -> str | None:
 
 class OpenCLBackend(Backend):
     name = "opencl"
-    dialect = "opencl"
+    target = TARGET
     # Correctly rounded float division and sqrt: QUANTIZE and the float reference need it, and
     # OpenCL otherwise allows 2.5 ulp.
     OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)

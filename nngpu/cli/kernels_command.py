@@ -13,7 +13,7 @@ def add_parser(sub, common) -> None:
                        description=__doc__.split("\n\n")[0])
     g.add_argument("model", help="a .tflite or corpus-format .json model")
     g.add_argument("--out", default="nngpu-kernels", help="output folder (default nngpu-kernels)")
-    g.add_argument("--dialect", choices=("opencl", "cuda"), default="opencl")
+    g.add_argument("--target", default="opencl", help="the backend to write kernels for: opencl (default) or cuda")
     g.add_argument("--no-fusion", action="store_true", help="one kernel per operation")
     g.set_defaults(func=run)
 
@@ -30,11 +30,16 @@ def _example(named) -> list:
 def run(args) -> int:
     import numpy as np
 
+    from ..backends import targets
     from ..runtime.interpreter import ExecutionError, GraphRunner
     from ..compiler.lower import trace_segments
     from ..compiler.steps import GemmStep, HostStep, KernelStep, TemplateStep, Transfer
     from ..modelutil import as_model_1_3
 
+    known = targets()
+    if args.target not in known:
+        raise CLIError(f"--target {args.target}: no such kernel target; choose from {', '.join(known)}", 2)
+    target = known[args.target]
     named = open_model(args.model)
     out = writable_dir(args.out, "--out")
     runner = GraphRunner(as_model_1_3(named.model))
@@ -43,9 +48,8 @@ def run(args) -> int:
             values = runner.trace(_example(named))
     except ExecutionError as e:
         raise CLIError(f"{args.model}: the reference cannot run the model on these inputs: {e}", 1) from e
-    segments = trace_segments(runner, values, args.dialect, not args.no_fusion)
+    segments = trace_segments(runner, values, target, not args.no_fusion)
     ops = runner.model.main.operations
-    ext = ".cl" if args.dialect == "opencl" else ".cu"
     lines, n = [], 0
     for seg in segments:
         if seg.start:
@@ -53,7 +57,7 @@ def run(args) -> int:
         for step in seg.steps:
             if isinstance(step, (KernelStep, TemplateStep)):
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
-                (out / f"{n:03d}_{step.name}{ext}").write_text(step.source)
+                (out / f"{n:03d}_{step.name}{target.suffix}").write_text(step.source)
                 kind = "kernel" if isinstance(step, KernelStep) else "library kernel"
                 lines.append(f"step {n:3d} {kind} {step.name} ({step.size} threads): {names}")
             elif isinstance(step, GemmStep):

@@ -4,8 +4,8 @@ transfers between them), the tensors they use and their buffer plan.
 Shapes come from infer.py. Each operation that is not folded is placed on the device when one
 of its spec's device implementations builds, else on the host reference. fusion.py decides
 which outputs stay inside their consumer's kernel; the rest are stored, one kernel each.
-The spec names a dialect, not a device: the plan compiles it on a backend, and the NVRTC test
-and `nngpu kernels` render it without one."""
+The spec is lowered for a target (compiler/target.py), not a device: the plan compiles it on a
+backend, and the NVRTC test and `nngpu kernels` render it without one."""
 from __future__ import annotations
 
 import logging
@@ -25,8 +25,9 @@ from ..runtime.interpreter import GraphRunner
 from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
 from .infer import Inference, infer, initial_known
-from .library import GEMM_EPILOGUE, GEMM_MIN_WORK, has_template, specialise
+from .library import has_template, specialise
 from .memory_plan import plan_slots
+from .target import Target
 from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
                     Transfer)
 
@@ -63,10 +64,10 @@ class _Builder:
         return t
 
     def has_library(self, kind: str) -> bool:
-        return has_template(self.low.dialect, kind)
+        return has_template(self.low.target, kind)
 
     def gemm_min_work(self) -> int:
-        return GEMM_MIN_WORK.get(self.low.dialect, GEMM_MIN_WORK["cuda"])
+        return self.low.target.gemm_min_work
 
     def _output(self) -> BufferTensor:
         """The operation's (one) output, for a library kernel that writes it in place."""
@@ -75,7 +76,7 @@ class _Builder:
     def library(self, kind: str, inputs: list[BufferTensor], size: int, defines: dict[str, object]) -> BufferTensor:
         out = self._output()
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
-        source = specialise(self.low.dialect, kind, name, defines)
+        source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]
         self.steps.append(TemplateStep(name, source, size, args, [self.op]))
         return out
@@ -89,7 +90,7 @@ class _Builder:
             self.constants[key] = np.ascontiguousarray(self.constants[key].reshape(n, k).T)
             self.temps[key] = TensorInfo((k, n), self.temps[key].storage, pinned=True)
             b_transposed = False
-        if epilogue is not None and self.low.dialect in GEMM_EPILOGUE:
+        if epilogue is not None and self.low.target.gemm_epilogue:
             bias, bounds = epilogue
             out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
@@ -106,8 +107,8 @@ Built = tuple[list[Result], _Builder]
 class _Lowering:
     """The state of one segment's lowering: ids for new tensors, rendering, building."""
 
-    def __init__(self, runner: GraphRunner, start: int, known: Known, dialect: str) -> None:
-        self.runner, self.dialect, self.known, self.start = runner, dialect, known, start
+    def __init__(self, runner: GraphRunner, start: int, known: Known, target: Target) -> None:
+        self.runner, self.target, self.known, self.start = runner, target, known, start
         self.graph: Subgraph = runner.model.main
         self.next_id = max(len(self.graph.operands), known.next_id)
         self.names: set[str] = set()   # kernel names are unique in a segment: one program holds them
@@ -132,7 +133,7 @@ class _Lowering:
         unique = self.unique_name(name)
         kernel = narrow_indices(store(unique, out, value))
         args = [b.key for b in kernel.inputs] + [out.key]
-        return KernelStep(kernel, self.dialect, args, ops)
+        return KernelStep(kernel, self.target, args, ops)
 
     def inputs_of(self, node: OpNode, fused: dict[int, Compute]) -> list[Tensor | None]:
         ins: list[Tensor | None] = []
@@ -164,11 +165,11 @@ class _Lowering:
         return None
 
 
-def lower_segment(runner: GraphRunner, start: int, known: Known, dialect: str, fuse: bool = True) -> SegmentSpec:
+def lower_segment(runner: GraphRunner, start: int, known: Known, target: Target, fuse: bool = True) -> SegmentSpec:
     """The segment of the main graph from operation `start`, given what is known there."""
     known = known.copy()
     inference = infer(runner, start, known)
-    low = _Lowering(runner, start, known, dialect)
+    low = _Lowering(runner, start, known, target)
     trial: dict[int, Built] = {}
     for k in inference.ops:
         if k not in inference.folded and k not in inference.host_only:
@@ -290,7 +291,7 @@ class _Emitter:
         for t in list(self.fused):  # nothing consumed them in this segment
             self.ensure_device(t)
         known = self.known
-        spec = SegmentSpec(self.low.start, self.low.dialect, self.steps, self.tensors, self.constants,
+        spec = SegmentSpec(self.low.start, self.low.target, self.steps, self.tensors, self.constants,
                            self.aliases, stop=stop, known=known, device_ops=len(self.device_ops),
                            host_ops=self.host_ops)
         plan_slots(spec, self.graph, _needed_after(self.graph, stop))
@@ -298,34 +299,34 @@ class _Emitter:
 
 
 
-def lower_model(runner: GraphRunner, dialect: str, fuse: bool = True) -> SegmentSpec | None:
+def lower_model(runner: GraphRunner, target: Target, fuse: bool = True) -> SegmentSpec | None:
     """The first segment for the model's declared input shapes (None when some are unknown)."""
     shapes = declared_input_shapes(runner)
     if shapes is None:
         return None
-    return lower_segment(runner, 0, initial_known(runner, shapes), dialect, fuse)
+    return lower_segment(runner, 0, initial_known(runner, shapes), target, fuse)
 
 
-def trace_segments(runner: GraphRunner, values: dict[int, np.ndarray], dialect: str,
+def trace_segments(runner: GraphRunner, values: dict[int, np.ndarray], target: Target,
                    fuse: bool = True) -> list[SegmentSpec]:
     """The segments a plan compiles for one execution whose operand values (a reference trace)
     are `values`: each barrier is answered from them, as the plan answers it at run time."""
     graph = runner.model.main
     known = initial_known(runner, {i: tuple(np.shape(values[i])) for i in graph.inputIndexes if values.get(i) is not None})
-    segments = [lower_segment(runner, 0, known, dialect, fuse)]
+    segments = [lower_segment(runner, 0, known, target, fuse)]
     while segments[-1].stop is not None:
         stop, known = segments[-1].stop, segments[-1].known.copy()
         known.values.update({t: values[t] for t in stop.values})
         known.shapes.update({t: tuple(np.shape(values[t])) for t in stop.shapes})
-        segments.append(lower_segment(runner, stop.at, known, dialect, fuse))
+        segments.append(lower_segment(runner, stop.at, known, target, fuse))
     return segments
 
 
-def host_segment(runner: GraphRunner, start: int, known: Known, dialect: str) -> SegmentSpec:
+def host_segment(runner: GraphRunner, start: int, known: Known, target: Target) -> SegmentSpec:
     """Every operation from `start` on the host reference, with the downloads they need."""
     ops = list(range(start, len(runner.model.main.operations)))
     inference = Inference(ops=ops, host_only=set(ops))
-    return _Emitter(_Lowering(runner, start, known.copy(), dialect), inference).emit({}, set())
+    return _Emitter(_Lowering(runner, start, known.copy(), target), inference).emit({}, set())
 
 
 def _kernel_name(graph: Subgraph, ops: list[int]) -> str:
@@ -360,19 +361,19 @@ def declared_input_shapes(runner: GraphRunner) -> dict[int, tuple[int, ...]] | N
 
 class SegmentLowering:
     """The Lowering a device plan (runtime/plan.py) compiles its segments with: one model's
-    segments in one dialect."""
+    segments for one target."""
 
-    def __init__(self, runner: GraphRunner, dialect: str, fuse: bool = True) -> None:
-        self.runner, self.dialect, self.fuse = runner, dialect, fuse
+    def __init__(self, runner: GraphRunner, target: Target, fuse: bool = True) -> None:
+        self.runner, self.target, self.fuse = runner, target, fuse
 
     def initial_known(self, input_shapes: dict[int, tuple[int, ...]]) -> Known:
         return initial_known(self.runner, input_shapes)
 
     def segment(self, start: int, known: Known) -> SegmentSpec:
-        return lower_segment(self.runner, start, known, self.dialect, self.fuse)
+        return lower_segment(self.runner, start, known, self.target, self.fuse)
 
     def host_segment(self, start: int, known: Known) -> SegmentSpec:
-        return host_segment(self.runner, start, known, self.dialect)
+        return host_segment(self.runner, start, known, self.target)
 
     def declared_input_shapes(self) -> dict[int, tuple[int, ...]] | None:
         return declared_input_shapes(self.runner)
@@ -380,5 +381,7 @@ class SegmentLowering:
 
 def device_plan(runner: GraphRunner, backend: Backend, fuse: bool = True, specialise: bool = True,
                 programs: ProgramSet | None = None) -> Plan:
-    """A prepared model's executor on a device backend."""
-    return Plan(runner, backend, SegmentLowering(runner, backend.dialect, fuse), specialise, programs)
+    """A prepared model's executor on a device backend (one with a target)."""
+    if backend.target is None:
+        raise ValueError(f"the {backend.name} backend compiles no kernels")
+    return Plan(runner, backend, SegmentLowering(runner, backend.target, fuse), specialise, programs)

@@ -4,6 +4,7 @@ the numpy plan's bound operations. Data only: the runtime runs them (nngpu/runti
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,7 +12,9 @@ from ..hal.types import OperandLifeTime
 from ..ir.kernel import Kernel
 from ..ir.storage import STORAGE_DTYPE
 from ..ops.registry import Kernel as BoundKernel
-from .render import RENDERERS
+
+if TYPE_CHECKING:
+    from .target import Target
 
 NO_DATA = {OperandLifeTime.NO_VALUE, OperandLifeTime.SUBGRAPH}
 
@@ -43,7 +46,7 @@ class Stop:
 @dataclass
 class KernelStep:
     kernel: Kernel
-    dialect: str
+    target: Target
     args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
     ops: list[int]              # the operations it computes
 
@@ -54,7 +57,7 @@ class KernelStep:
     @property
     def source(self) -> str:
         """The kernel alone as C (the plan compiles a segment's kernels as one unit)."""
-        return RENDERERS[self.dialect].render(self.kernel)
+        return self.target.renderer.render(self.kernel)
 
     @property
     def tensors(self) -> list[int]:
@@ -140,7 +143,7 @@ class TensorInfo:
 @dataclass
 class SegmentSpec:
     start: int
-    dialect: str
+    target: Target
     steps: list[Step]
     tensors: dict[int, TensorInfo]               # device tensors this segment allocates
     constants: dict[int, np.ndarray]             # of those, the ones uploaded once at prepare
@@ -168,7 +171,7 @@ class SegmentSpec:
         kernels = self.kernels
         n = per_unit or max(len(kernels), 1)
         chunks = [kernels[k: k + n] for k in range(0, len(kernels), n)]
-        return ([(RENDERERS[self.dialect].render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
+        return ([(self.target.renderer.render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
                 + [(s.source, [s.name]) for s in self.steps if isinstance(s, TemplateStep)])
 
 

@@ -75,7 +75,7 @@ class Device(HidlDevice):
         self._perf = _performance(self.backend)
         self._buffers = BufferTable()
         # a device plan's request memories, registered with the backend once each
-        self._pools = PoolRegistry(self.backend) if self.backend.dialect is not None else None
+        self._pools = PoolRegistry(self.backend) if self.backend.target is not None else None
         # What a compilation cache saved here must match to be restored here.
         self._identity = identity_digest(
             f"nngpu {__version__}; cache format {CACHE_FORMAT}; backend {self.backend_name}: {self.backend.description};"
@@ -218,7 +218,7 @@ class Device(HidlDevice):
 
     def _compile(self, runner: GraphRunner, programs: ProgramSet):
         """The device plan of a model on a kernel backend, or the reference's numpy plan."""
-        if self.backend.dialect is None:
+        if self.backend.target is None:
             return numpy_plan(runner)
         return device_plan(runner, self.backend, self.fusion, self.specialise, programs)
 
@@ -305,7 +305,7 @@ def _performance(backend) -> PerformanceInfo:
     """Relative figures (the numpy reference = 1.0, lower is better) the runtime uses to choose
     between devices: a GPU backend runs whole kernels on the device, a CPU OpenCL device
     (PoCL) is about on par with numpy."""
-    if backend.dialect is None:
+    if backend.target is None:
         return PerformanceInfo(1.0, 1.0)
     if backend.device_type == DeviceType.GPU:
         return PerformanceInfo(0.1, 0.5)

@@ -59,7 +59,7 @@ def model_units(model, inputs: Sequence[np.ndarray | None]) -> list[str]:
     with np.errstate(all="ignore"):
         values = runner.trace(list(inputs))
     fusion = os.environ.get("NNGPU_FUSION", "1") != "0"   # as the Device decides it
-    return [source for segment in trace_segments(runner, values, CudaBackend.dialect, fusion)
+    return [source for segment in trace_segments(runner, values, CudaBackend.target, fusion)
             for source, _ in segment.units(CudaBackend.kernels_per_unit)]
 
 

@@ -41,7 +41,7 @@ CACHE_SIZE = 16
 
 
 class Lowering(Protocol):
-    """How a plan gets its segments' steps (the compiler, for one model and dialect)."""
+    """How a plan gets its segments' steps (the compiler, for one model and target)."""
 
     def initial_known(self, input_shapes: dict[int, tuple[int, ...]]) -> Known: ...
 

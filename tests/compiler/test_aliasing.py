@@ -13,6 +13,7 @@ from nngpu.hal import OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.ops import load_all
 from nngpu.ops.registry import REGISTRY, Alias, DeviceImpl, lookup
+from nngpu.backends.opencl import TARGET as OPENCL
 from tests.compiler.test_fusion import chain_model
 
 load_all()
@@ -49,7 +50,7 @@ def test_a_builder_bug_fails_the_lowering(monkeypatch):
 
     monkeypatch.setattr(spec, "implementations", [DeviceImpl("broken", 0, lambda node: True, broken)])
     with pytest.raises(TypeError, match="a bug in the builder"):
-        lower_model(GraphRunner(as_model_1_3(chain_model(2, kinds=(Op.TANH,)))), "opencl")
+        lower_model(GraphRunner(as_model_1_3(chain_model(2, kinds=(Op.TANH,)))), OPENCL)
 
 
 def test_a_declining_builder_sends_the_operation_to_the_host(monkeypatch):
@@ -59,5 +60,5 @@ def test_a_declining_builder_sends_the_operation_to_the_host(monkeypatch):
         raise ValueError("not this node")
 
     monkeypatch.setattr(spec, "implementations", [DeviceImpl("declines", 0, lambda node: True, declines)])
-    lowered = lower_model(GraphRunner(as_model_1_3(chain_model(2, kinds=(Op.TANH,)))), "opencl")
+    lowered = lower_model(GraphRunner(as_model_1_3(chain_model(2, kinds=(Op.TANH,)))), OPENCL)
     assert lowered.host_ops == 2 and not any(isinstance(s, KernelStep) for s in lowered.steps)

@@ -16,6 +16,7 @@ from nngpu.compiler.steps import GemmStep, HostStep, KernelStep, Transfer
 from nngpu.compiler.lower import trace_segments
 from nngpu.json_models import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
+from nngpu.backends.cuda import TARGET as CUDA
 
 from ..ops.test_shape_functions import case_inputs
 
@@ -59,7 +60,7 @@ def corpus_segments():
             try:
                 model = as_model_1_3(build_model(case))
                 runner = GraphRunner(model)
-                yield from trace_segments(runner, runner.trace(case_inputs(case, model)), "cuda")
+                yield from trace_segments(runner, runner.trace(case_inputs(case, model)), CUDA)
             except Exception:
                 continue  # a model the reference rejects lowers to nothing
 

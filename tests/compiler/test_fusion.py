@@ -13,6 +13,7 @@ from nngpu.modelutil import as_model_1_3
 from nngpu.testing import run_model
 
 from nngpu.backends import device_backends
+from nngpu.backends.opencl import TARGET as OPENCL
 
 SHAPE = [4, 8]
 
@@ -66,15 +67,15 @@ def _kernels(spec) -> list[KernelStep]:
 
 
 def test_elementwise_chain_becomes_one_kernel():
-    spec = lower_model(GraphRunner(as_model_1_3(chain_model())), "opencl")
+    spec = lower_model(GraphRunner(as_model_1_3(chain_model())), OPENCL)
     kernels = _kernels(spec)
     assert len(kernels) == 1 and kernels[0].ops == list(range(8))
-    unfused = lower_model(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse=False)
+    unfused = lower_model(GraphRunner(as_model_1_3(chain_model())), OPENCL, fuse=False)
     assert len(_kernels(unfused)) == 8 and (unfused.device_ops, unfused.host_ops) == (8, 0)
 
 
 def test_intermediates_share_buffers_when_unfused():
-    spec = lower_model(GraphRunner(as_model_1_3(chain_model())), "opencl", fuse=False)
+    spec = lower_model(GraphRunner(as_model_1_3(chain_model())), OPENCL, fuse=False)
     # 7 intermediates between 8 kernels: ping-pong reuse keeps them in two slots.
     model = as_model_1_3(chain_model()).main
     temps = [i for i, o in enumerate(model.operands) if o.lifetime == OperandLifeTime.TEMPORARY_VARIABLE]
@@ -126,7 +127,7 @@ def test_constant_subgraphs_are_folded_at_prepare():
     m.operands[2].numberOfConsumers = 2
     m.operations.append(Operation(Op.MUL, [x_idx, add_out, 2], [out_idx]))
     m.inputIndexes, m.outputIndexes = [x_idx], [out_idx]
-    spec = lower_model(GraphRunner(as_model_1_3(m)), "opencl")
+    spec = lower_model(GraphRunner(as_model_1_3(m)), OPENCL)
     assert [s.ops for s in _kernels(spec)] == [[1]]
     x = np.full((2, 3), 2.0, np.float32)
     for backend in device_backends():

@@ -13,6 +13,8 @@ from nngpu.runtime.interpreter import GraphRunner
 from nngpu.hal import OperandType as T, OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.testing import output, run_model, scalar, single_op_model, tensor
+from nngpu.backends.cuda import TARGET as CUDA
+from nngpu.backends.opencl import TARGET as OPENCL
 
 rng = np.random.default_rng(3)
 
@@ -53,7 +55,7 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_takes_the_gemm_path(name):
     model, _ = CASES[name]()
-    spec = lower_model(GraphRunner(as_model_1_3(model)), "opencl")
+    spec = lower_model(GraphRunner(as_model_1_3(model)), OPENCL)
     assert any(isinstance(s, GemmStep) for s in spec.steps)
 
 
@@ -63,11 +65,11 @@ def test_opencl_gemm_stores_the_output_with_bias_and_activation(name):
     (cuBLAS) leaves bias and activation to a kernel of their own."""
     model, _ = CASES[name]()
     runner = GraphRunner(as_model_1_3(model))
-    steps = lower_model(runner, "opencl").steps
+    steps = lower_model(runner, OPENCL).steps
     gemm = next(s for s in steps if isinstance(s, GemmStep))
     assert gemm.bounds is not None and gemm.args[-1] == runner.model.main.outputIndexes[0]
     assert steps.index(gemm) == len(steps) - 1 or not isinstance(steps[steps.index(gemm) + 1], KernelStep)
-    cuda = lower_model(runner, "cuda").steps
+    cuda = lower_model(runner, CUDA).steps
     assert next(s for s in cuda if isinstance(s, GemmStep)).bounds is None
 
 

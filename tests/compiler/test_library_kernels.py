@@ -1,4 +1,4 @@
-"""Hand-written kernels that a dialect has in place of the generated one (compiler/library.py):
+"""Hand-written kernels that a target has in place of the generated one (compiler/library.py):
 float depthwise convolutions that take kernels/depthwise.cl on OpenCL (channels in vectors of 8
 or 4; strides, dilations, padding on every side, each fused activation, NaN kept) match the numpy
 reference on every device backend, and the layers it does not cover keep the generated kernel."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nngpu.backends import device_backends
+from nngpu.backends import device_backends, targets
 from nngpu.compiler.lower import lower_model
 from nngpu.compiler.steps import KernelStep, TemplateStep
 from nngpu.driver.device import Device
@@ -46,8 +46,8 @@ GENERATED = {
 }
 
 
-def _steps(model, dialect: str):
-    return lower_model(GraphRunner(as_model_1_3(model)), dialect).steps
+def _steps(model, target: str):
+    return lower_model(GraphRunner(as_model_1_3(model)), targets()[target]).steps
 
 
 @pytest.mark.parametrize("name", LIBRARY)

@@ -13,9 +13,9 @@ import pytest
 
 from nngpu.runtime.interpreter import GraphRunner
 from nngpu.compiler.lower import trace_segments
-from nngpu.compiler.render import RENDERERS
 from nngpu.json_models import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
+from nngpu.backends.cuda import TARGET as CUDA
 
 from ..ops.test_shape_functions import case_inputs
 
@@ -24,7 +24,6 @@ from cupy.cuda import nvrtc  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "nnapi-cts"
 BATCH = 150
-CUDA = RENDERERS["cuda"]
 
 
 def corpus_cuda_kernels() -> dict[str, tuple]:
@@ -38,7 +37,7 @@ def corpus_cuda_kernels() -> dict[str, tuple]:
             try:
                 model = as_model_1_3(build_model(case))
                 runner = GraphRunner(model)
-                segments = trace_segments(runner, runner.trace(case_inputs(case, model)), "cuda")
+                segments = trace_segments(runner, runner.trace(case_inputs(case, model)), CUDA)
             except Exception:
                 continue  # a model the reference rejects generates nothing
             for seg in segments:
@@ -66,7 +65,7 @@ def test_every_generated_cuda_kernel_compiles_for_sm_90():
     failures = []
     for start in range(0, len(items), BATCH):
         batch = items[start:start + BATCH]
-        unit = CUDA.render_unit([dataclasses.replace(k, name=f"k{start + n}_{k.name}")
+        unit = CUDA.renderer.render_unit([dataclasses.replace(k, name=f"k{start + n}_{k.name}")
                                  for n, (_, (k, _)) in enumerate(batch)])
         if _compile(unit, f"batch{start}") is None:
             continue

@@ -10,6 +10,7 @@ from nngpu.runtime.interpreter import GraphRunner
 from nngpu.compiler.lower import lower_model
 from nngpu.modelutil import as_model_1_3
 from nngpu.tflite.models import find_model
+from nngpu.backends.cuda import TARGET as CUDA
 
 pytest.importorskip("cupy", reason="CuPy + NVRTC (extra 'cuda') are not installed")
 pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
@@ -27,7 +28,7 @@ def test_a_mediapipe_model_is_one_translation_unit():
     path = find_model(MODEL)
     if path is None:
         pytest.skip(f"model {MODEL} not cached: run ci/fetch-models.sh")
-    spec = lower_model(GraphRunner(as_model_1_3(load_tflite(path).model)), "cuda")
+    spec = lower_model(GraphRunner(as_model_1_3(load_tflite(path).model)), CUDA)
     assert spec is not None and spec.stop is None, "the model should lower to one static segment"
     units = spec.units(CudaBackend.kernels_per_unit)
     assert len(units) == 1 and len(units[0][1]) == len(spec.kernels) > 20
@@ -41,7 +42,6 @@ def test_half_conversions_are_the_hardware_instructions():
     the software routine the host harness compiles instead."""
     from cupy.cuda import nvrtc
 
-    from nngpu.compiler.render import RENDERERS
     from nngpu.hal.types import OperandType as T
     from nngpu.hal.types import OperationType as Op
 
@@ -50,9 +50,9 @@ def test_half_conversions_are_the_hardware_instructions():
     b = ModelBuilder()
     x = b.input(T.TENSOR_FLOAT16, (4,))
     b.output(b.op(Op.RELU, [x], T.TENSOR_FLOAT16, (4,)))
-    spec = lower_model(GraphRunner(b.build()), "cuda")
+    spec = lower_model(GraphRunner(b.build()), CUDA)
     source = spec.units(None)[0][0]
-    assert "cvt.f32.f16" in source and RENDERERS["cuda"].dialect == "cuda"
+    assert "cvt.f32.f16" in source
     prog = nvrtc.createProgram(source, "half.cu", [], [])
     try:
         nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "--std=c++17"])

@@ -18,6 +18,7 @@ from nngpu.compiler.lower import device_plan
 from nngpu.driver.device import Device
 from nngpu.json_models import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
+from nngpu.backends.opencl import TARGET as OPENCL
 
 from ..backends.test_opencl import plan_of
 from ..ops.test_shape_functions import case_inputs
@@ -132,7 +133,7 @@ def _mixed_cases() -> list:
                 model = as_model_1_3(build_model(case))
                 runner = GraphRunner(model)
                 inputs = case_inputs(case, model)
-                segments = trace_segments(runner, runner.trace(inputs), "opencl")
+                segments = trace_segments(runner, runner.trace(inputs), OPENCL)
             except Exception:
                 continue
             runs = [split_runs(s.steps) for s in segments]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from nngpu.backends.numpy import NumpyBackend
-from nngpu.backends.cuda import BLOCK
+from nngpu.backends.cuda import BLOCK, TARGET as CUDA_TARGET
 from nngpu.hal.types import DeviceType
 
 PRELUDE = Path(__file__).with_name("prelude.h")
@@ -76,7 +76,7 @@ class HostKernel:
 
 class HostCudaBackend(NumpyBackend):
     name = "cuda-host"
-    dialect = "cuda"
+    target = CUDA_TARGET
     device_type = DeviceType.CPU
     description = "CUDA-dialect kernels built by g++ and run on the CPU (tests only)"
 

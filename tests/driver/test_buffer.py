@@ -165,7 +165,7 @@ def test_execution_chained_through_device_memory_matches_pools(dev, pm, monkeypa
                              [MemoryPool(hidlMemory=inp), MemoryPool(token=mid_token)])
     assert transfers.pop("download", 0) == 0  # the result did not come back to the host
     assert status == ErrorStatus.NONE and shapes[0].dimensions == list(SHAPE)
-    if dev.backend.dialect is not None:  # a device plan: the intermediate stays in device memory
+    if dev.backend.target is not None:  # a device plan: the intermediate stays in device memory
         assert isinstance(mid._value, DeviceValue) and mid._value.buf is mid._storage
     # Step 2: (device memory + b) into a shared pool.
     out = allocate_shared(24)
@@ -173,7 +173,7 @@ def test_execution_chained_through_device_memory_matches_pools(dev, pm, monkeypa
     status, _, _ = _run(pm, [RequestArgument(False, DataLocation(1, 0, 0), []), arg(0, 24, 24)], [arg(2, 0, 24)],
                         [MemoryPool(hidlMemory=inp), MemoryPool(token=mid_token), MemoryPool(hidlMemory=out)])
     assert status == ErrorStatus.NONE
-    if dev.backend.dialect is not None:  # the device input was copied on the device, not uploaded
+    if dev.backend.target is not None:  # the device input was copied on the device, not uploaded
         # and where the backend registers the pools (driver/pool_registry.py), theirs too
         registered = dev._pools.registration(out) is not None
         assert transfers == ({"copy": 3} if registered else {"upload": 1, "copy": 1, "download": 1})

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from nngpu.compiler.render import RENDERERS
+from nngpu.backends.opencl import TARGET as OPENCL
 from nngpu.ir.expr import Buffer, Call, Const, Load, Var, walk
 from nngpu.ir.fixedpoint import MBQM
 from nngpu.ir.kernel import Kernel
@@ -52,7 +52,7 @@ def _kernel(size: int, value_of) -> Kernel:
 
 
 def _source(kernel: Kernel) -> str:
-    return RENDERERS["opencl"].render(narrow_indices(kernel))
+    return OPENCL.renderer.render(narrow_indices(kernel))
 
 
 def test_an_index_that_fits_is_an_int():

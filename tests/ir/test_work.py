@@ -14,6 +14,7 @@ from nngpu.ir import Buffer, Const, Load, Loop, Var, reduce_sum
 from nngpu.ir.kernel import Kernel
 from nngpu.ir.work import kernel_work, thread_work
 from nngpu.runtime.interpreter import GraphRunner
+from nngpu.backends.opencl import TARGET as OPENCL
 
 from tests.compiler.model_builder import T, ModelBuilder
 
@@ -47,7 +48,7 @@ def _model(op: Op, t: int, n: int):
 
 
 def _work(model) -> int:
-    segment = lower_model(GraphRunner(model), "opencl")
+    segment = lower_model(GraphRunner(model), OPENCL)
     assert segment is not None and segment.kernels and not segment.host_ops, "the operation should run in kernels"
     works = [kernel_work(k.kernel) for k in segment.kernels]
     assert None not in works

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from nngpu.backends import device_backends
+from nngpu.backends import device_backends, targets
 from nngpu.compiler.lower import trace_segments
 from nngpu.driver.device import Device
 from nngpu.runtime.interpreter import GraphRunner
@@ -76,13 +76,13 @@ def _has_cupy() -> bool:
     return True
 
 
-def segments(model, inputs: list[Value], dialect: str):
+def segments(model, inputs: list[Value], target: str):
     """The plan's segments for these input values (each barrier answered from a reference run)."""
     runner = GraphRunner(as_model_1_3(model))
     given = [v.value for v in inputs if not v.omitted and not v.const and is_tensor(v.type)]
     with np.errstate(all="ignore"):
         values = runner.trace(given)
-    return trace_segments(runner, values, dialect)
+    return trace_segments(runner, values, targets()[target])
 
 
 def placement(model, inputs: list[Value]) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from nngpu.hal import OperationType as Op
 from nngpu.modelutil import as_model_1_3
 from nngpu.ops.lib.index_map import axis_digits, fit
 from nngpu.testing import output, run_model, run_op, single_op_model, tensor
+from nngpu.backends.opencl import TARGET as OPENCL
 from .device_check import (F16, F32, Q8, S8, _device, _has_cupy, _nvrtc_compiles, check_on_device, data, flag,
                            fscalar, i32, placement, segments, vec)
 
@@ -225,7 +226,7 @@ def _chain_model(x: np.ndarray, out_shape: list[int]):
 def test_a_chain_of_movements_is_one_kernel():
     x = data((2, 8, 3, 4))                   # NCHW-looking input, transposed to NHWC (2, 3, 4, 8)
     model = _chain_model(x, [2, 6, 8, 2])
-    spec = lower_model(GraphRunner(as_model_1_3(model)), "opencl")
+    spec = lower_model(GraphRunner(as_model_1_3(model)), OPENCL)
     assert (spec.device_ops, spec.host_ops, len(spec.kernels)) == (4, 0, 1)
     ref = run_model(model, [x], [x.nbytes], Device("numpy"))
     for name in device_backends():
