@@ -1,61 +1,63 @@
-"""Backends: numpy (the reference executor), opencl (pyopencl), cuda (CuPy + NVRTC)."""
+"""Backends, found by discovery: every module of this package that declares a PROVIDER (numpy,
+the reference executor; opencl, pyopencl; cuda, CuPy + NVRTC). A new backend is one module with
+its Provider, and its Target when it compiles kernels; nothing here names one."""
 from __future__ import annotations
 
+import functools
+import importlib
 import os
+import pkgutil
 from typing import TYPE_CHECKING
 
-from .base import Backend
+from .base import Backend, BackendUnavailable, Provider
 
 if TYPE_CHECKING:
     from ..compiler.target import Target
 
-NAMES = ("numpy", "opencl", "cuda")
-
-_EXTRA = {"opencl": "pip install 'nngpu[opencl]' (a GPU driver) or 'nngpu[opencl-cpu]' (PoCL, a CPU device)",
-          "cuda": "pip install 'nngpu[cuda]' (CuPy 13 + NVRTC 13.0) or 'nngpu[cuda12]'"}
+__all__ = ["Backend", "BackendUnavailable", "Provider", "create", "device_backends", "names", "providers",
+           "resolve", "targets"]
 
 
-class BackendUnavailable(RuntimeError):
-    """The backend exists but cannot run here: its package is missing or it sees no device."""
+@functools.cache
+def providers() -> dict[str, Provider]:
+    """Every backend module's provider by name: the reference first, then by name."""
+    found: dict[str, Provider] = {}
+    for module in pkgutil.iter_modules(__path__):
+        provider = getattr(importlib.import_module(f"{__name__}.{module.name}"), "PROVIDER", None)
+        if isinstance(provider, Provider):
+            found[provider.name] = provider
+    return dict(sorted(found.items(), key=lambda item: (item[1].target is not None, item[0])))
+
+
+def names() -> list[str]:
+    return list(providers())
 
 
 def resolve(name: str) -> str:
-    """"auto" (or $NNGPU_BACKEND): CUDA when CuPy sees a GPU, else an OpenCL GPU, else an
-    OpenCL CPU device, else numpy. Unknown names raise ValueError."""
+    """"auto" (or $NNGPU_BACKEND): the usable backend that prefers itself most here (CUDA when
+    CuPy sees a GPU, else an OpenCL GPU, else an OpenCL CPU device, else numpy: see each
+    Provider.preference). Unknown names raise ValueError."""
     if name == "auto":
         name = os.environ.get("NNGPU_BACKEND", "auto")
     if name == "auto":
-        from . import cuda, opencl
-
-        if cuda.available():
-            return "cuda"
-        any_cl, gpu_cl = opencl.available()
-        return "opencl" if any_cl else "numpy"
-    if name not in NAMES:
-        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(NAMES)} or auto")
+        ranked = [(p.preference(), n) for n, p in providers().items()]
+        return max((rank, n) for rank, n in ranked if rank is not None)[1]
+    if name not in providers():
+        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(providers())} or auto")
     return name
 
 
 def create(name: str) -> Backend:
     """The backend object for a resolved name; BackendUnavailable (one line: why, and what to
     install) when it cannot run on this machine."""
-    if name == "numpy":
-        from .numpy import NumpyBackend
-
-        return NumpyBackend()
-    package = "pyopencl" if name == "opencl" else "cupy"
+    provider = providers()[name]
     try:
-        if name == "opencl":
-            from .opencl import OpenCLBackend
-
-            return OpenCLBackend()
-        from .cuda import CudaBackend
-
-        return CudaBackend()
+        return provider.create()
     except ImportError as e:
+        package = provider.package or ""
         if e.name and e.name.split(".")[0] == package:
-            raise BackendUnavailable(f"backend {name}: {package} is not installed; {_EXTRA[name]}") from e
-        raise BackendUnavailable(f"backend {name}: {package} cannot be imported: {_first_line(e)}") from e
+            raise BackendUnavailable(f"backend {name}: {package} is not installed; {provider.install}") from e
+        raise BackendUnavailable(f"backend {name}: {package or 'a module'} cannot be imported: {_first_line(e)}") from e
     except Exception as e:  # no device, no driver, a broken install: the library's own message
         raise BackendUnavailable(f"backend {name} is not usable here: {_first_line(e)}") from e
 
@@ -66,14 +68,11 @@ def _first_line(e: BaseException) -> str:
 
 
 def device_backends() -> list[str]:
-    """The GPU-path backends usable on this machine (OpenCL, e.g. PoCL on CI; CUDA on a GPU)."""
-    from . import cuda, opencl
-
-    return [name for name, ok in (("opencl", opencl.available()[0]), ("cuda", cuda.available())) if ok]
+    """The backends usable on this machine that compile kernels (OpenCL, e.g. PoCL on CI; CUDA
+    on a GPU)."""
+    return [n for n, p in providers().items() if p.target is not None and p.preference() is not None]
 
 
 def targets() -> dict[str, "Target"]:
     """Every kernel target by name: what `nngpu kernels --target` renders, no device needed."""
-    from . import cuda, opencl
-
-    return {t.name: t for t in (opencl.TARGET, cuda.TARGET)}
+    return {p.target.name: p.target for p in providers().values() if p.target is not None}

@@ -133,6 +133,23 @@ def compiling_for(programs: ProgramSet) -> Iterator[None]:
         _PROGRAMS.reset(token)
 
 
+class BackendUnavailable(RuntimeError):
+    """The backend exists but cannot run here: its package is missing or it sees no device."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What a backend module offers the package: its module-level PROVIDER, found by discovery
+    (backends/__init__.py). Adding a backend is adding one module that declares one."""
+
+    name: str
+    create: Callable[[], "Backend"]         # raises ImportError without its package, else why not
+    preference: Callable[[], int | None]    # how much `auto` wants it on this machine; None: unusable
+    package: str | None = None              # the import it needs
+    install: str = ""                       # how to install that: one line
+    target: Target | None = None            # how kernels are written for it; None: it compiles none
+
+
 class DeviceHealth:
     """Whether a device still runs anything: after a sticky fault its context is poisoned, every
     later call answers DEVICE_UNAVAILABLE, and only a new Device (a new context) recovers."""

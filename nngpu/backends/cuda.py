@@ -11,7 +11,7 @@ import numpy as np
 from ..compiler.render import CStyleRenderer
 from ..compiler.target import Target
 from ..hal.types import DeviceType
-from .base import Backend, cache_key
+from .base import Backend, Provider, cache_key
 
 BLOCK = 256
 
@@ -300,3 +300,7 @@ class CudaBackend(Backend):
         self.stream.synchronize()  # no enqueued copy may still use the pages
         rt = self.cp.cuda.runtime
         rt.hostUnregister(rt.pointerGetAttributes(handle.data.ptr).hostPointer)
+
+
+PROVIDER = Provider("cuda", CudaBackend, lambda: 3 if available() else None, package="cupy",
+                    install="pip install 'nngpu[cuda]' (CuPy for CUDA 13 + NVRTC 13.0) or 'nngpu[cuda12]'", target=TARGET)

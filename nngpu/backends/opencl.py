@@ -12,7 +12,7 @@ import numpy as np
 from ..compiler.render import CStyleRenderer
 from ..compiler.target import Target
 from ..hal.types import DeviceType
-from .base import Backend, kernel_template
+from .base import Backend, Provider, kernel_template
 
 GEMM_ROWS = 8  # rows of C per work-item, as in kernels/gemm.cl
 NT_BLOCK = 4   # rows and columns of C per work-item of nn_gemm_nt_vec (NT_ROWS, NT_COLS there)
@@ -263,3 +263,13 @@ class OpenCLBackend(Backend):
 
 def _nothing(queue) -> None:
     """An empty launch (a zero-size tensor): nothing to enqueue."""
+
+
+def _preference() -> int | None:
+    any_device, gpu = available()
+    return (2 if gpu else 1) if any_device else None
+
+
+PROVIDER = Provider("opencl", OpenCLBackend, _preference, package="pyopencl",
+                    install="pip install 'nngpu[opencl]' (a GPU driver) or 'nngpu[opencl-cpu]' (PoCL, a CPU device)",
+                    target=TARGET)

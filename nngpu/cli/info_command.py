@@ -23,7 +23,7 @@ def run(args) -> int:
     # an unknown name, given or in $NNGPU_BACKEND, is one line before anything is printed
     auto, chosen = resolve_backend("auto"), resolve_backend(args.backend)
     print("backends:")
-    for name in backends.NAMES:
+    for name in backends.names():
         try:
             dev = Device(name)
         except backends.BackendUnavailable as e:
