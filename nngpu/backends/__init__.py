@@ -26,7 +26,7 @@ def providers() -> dict[str, Provider]:
         provider = getattr(importlib.import_module(f"{__name__}.{module.name}"), "PROVIDER", None)
         if isinstance(provider, Provider):
             found[provider.name] = provider
-    return dict(sorted(found.items(), key=lambda item: (item[1].target is not None, item[0])))
+    return dict(sorted(found.items(), key=lambda item: (bool(item[1].targets), item[0])))
 
 
 def names() -> list[str]:
@@ -70,9 +70,9 @@ def _first_line(e: BaseException) -> str:
 def device_backends() -> list[str]:
     """The backends usable on this machine that compile kernels (OpenCL, e.g. PoCL on CI; CUDA
     on a GPU)."""
-    return [n for n, p in providers().items() if p.target is not None and p.preference() is not None]
+    return [n for n, p in providers().items() if p.targets and p.preference() is not None]
 
 
 def targets() -> dict[str, "Target"]:
     """Every kernel target by name: what `nngpu kernels --target` renders, no device needed."""
-    return {p.target.name: p.target for p in providers().values() if p.target is not None}
+    return {t.name: t for p in providers().values() for t in p.targets}

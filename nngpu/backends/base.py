@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 import numpy as np
 
 from ..hal.types import DeviceType
+from ..ir.schedule import Grid
 
 if TYPE_CHECKING:
     from ..compiler.target import Target
@@ -147,7 +148,7 @@ class Provider:
     preference: Callable[[], int | None]    # how much `auto` wants it on this machine; None: unusable
     package: str | None = None              # the import it needs
     install: str = ""                       # how to install that: one line
-    target: Target | None = None            # how kernels are written for it; None: it compiles none
+    targets: tuple[Target, ...] = ()        # how kernels are written for it (by device); none: it compiles none
 
 
 class DeviceHealth:
@@ -259,7 +260,7 @@ class Backend(ABC):
         raise NotImplementedError(f"the {self.name} backend compiles no kernels")
 
     # ---- launch -------------------------------------------------------------------------------
-    def launch(self, kernel: Any, global_size: int, args: list[Any]) -> None:
+    def launch(self, kernel: Any, grid: Grid, args: list[Any]) -> None:
         raise NotImplementedError(f"the {self.name} backend launches no kernels")
 
     def prepare_gemm(self) -> None:
@@ -273,9 +274,9 @@ class Backend(ABC):
         raise NotImplementedError(f"the {self.name} backend has no GEMM")
 
     # ---- bound steps: what a plan builds at prepare and only calls per execution ----------------
-    def bind(self, kernel: Any, global_size: int, args: list[Any]) -> Callable[[], Any]:
-        """The launch of `kernel` over `args`, as a call without arguments."""
-        return functools.partial(self.launch, kernel, global_size, args)
+    def bind(self, kernel: Any, grid: Grid, args: list[Any]) -> Callable[[], Any]:
+        """The launch of `kernel` over `grid` and `args`, as a call without arguments."""
+        return functools.partial(self.launch, kernel, grid, args)
 
     def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple[Any, float, float] | None = None) -> Callable[[], Any]:

@@ -11,9 +11,10 @@ import numpy as np
 from ..compiler.render import CStyleRenderer
 from ..compiler.target import Target
 from ..hal.types import DeviceType
+from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, cache_key
 
-BLOCK = 256
+BLOCK = 256   # threads a block: every generated kernel declares it (__launch_bounds__)
 
 # The hardware's conversions (one cvt instruction each, round to nearest even) on the device; the
 # same arithmetic in software where the source is compiled for the host (tests/cuda_host).
@@ -64,6 +65,11 @@ class CUDARenderer(CStyleRenderer):
     storage_types = {**CStyleRenderer.storage_types, "half": "unsigned short", "bool8": "unsigned char",
                      "u8": "unsigned char", "i8": "signed char", "u16": "unsigned short"}
 
+    def kernel_head(self, schedule: Schedule) -> str:
+        # the block size every launch uses: the compiler may then budget registers for it
+        bounds = f" __launch_bounds__({schedule.group})" if schedule.declare_group else ""
+        return self.kernel_prefix + bounds
+
     def prelude(self, storages: set[str]) -> list[str]:
         return [_CUDA_HALF.strip("\n")] if "half" in storages else []
 
@@ -80,7 +86,7 @@ class CUDARenderer(CStyleRenderer):
 
 # cuBLAS is a call with an epilogue kernel after it: a convolution is a GEMM from 2^21 multiply-adds
 # (unmeasured on a GPU so far).
-TARGET = Target("cuda", CUDARenderer(), ".cu", gemm_min_work=1 << 21)
+TARGET = Target("cuda", CUDARenderer(), ".cu", Schedule(group=BLOCK, declare_group=True), gemm_min_work=1 << 21)
 
 
 # With a ROCm build of CuPy there is no sm_XX to compile for, no cubin and no stream capture:
@@ -216,12 +222,12 @@ class CudaBackend(Backend):
         with self.stream:
             cp.matmul(view(a, m, k), view(b, n, k).T if b_transposed else view(b, k, n), out=view(c, m, n))
 
-    def launch(self, kernel, global_size: int, args: list) -> None:
-        if global_size <= 0:
+    def launch(self, kernel, grid: Grid, args: list) -> None:
+        if grid.total <= 0:
             return
-        grid = (int(global_size) + BLOCK - 1) // BLOCK
+        blocks = tuple(t // g for t, g in zip(grid.threads, grid.group))
         with self.stream:
-            kernel((grid,), (BLOCK,), tuple(args))
+            kernel(blocks, grid.group, tuple(args))
 
     def download_into(self, buf, host: np.ndarray, offset: int = 0) -> None:
         if host.nbytes:
@@ -303,4 +309,4 @@ class CudaBackend(Backend):
 
 
 PROVIDER = Provider("cuda", CudaBackend, lambda: 3 if available() else None, package="cupy",
-                    install="pip install 'nngpu[cuda]' (CuPy for CUDA 13 + NVRTC 13.0) or 'nngpu[cuda12]'", target=TARGET)
+                    install="pip install 'nngpu[cuda]' (CuPy for CUDA 13 + NVRTC 13.0) or 'nngpu[cuda12]'", targets=(TARGET,))

@@ -12,6 +12,7 @@ import numpy as np
 from ..compiler.render import CStyleRenderer
 from ..compiler.target import Target
 from ..hal.types import DeviceType
+from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, kernel_template
 
 GEMM_ROWS = 8  # rows of C per work-item, as in kernels/gemm.cl
@@ -33,15 +34,22 @@ class OpenCLRenderer(CStyleRenderer):
         return super().store(ptr, storage, index, value)
 
 
-TARGET = Target(
-    "opencl", OpenCLRenderer(), ".cl",
-    templates={"depthwise": "depthwise.cl"},
-    gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
-    # OpenCL's GEMM kernels are explicit-vector micro-kernels, the generated convolution a scalar
-    # loop per output: on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds run
-    # 2.5x faster as GEMMs, even with the launch their fused PAD+ADD+RELU then needs of its own;
-    # below 2^16 that launch costs more than it saves.
-    gemm_min_work=1 << 16)
+def _target(name: str, schedule: Schedule) -> Target:
+    return Target(
+        name, OpenCLRenderer(), ".cl", schedule,
+        templates={"depthwise": "depthwise.cl"},
+        gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
+        # OpenCL's GEMM kernels are explicit-vector micro-kernels, the generated convolution a scalar
+        # loop per output: on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds
+        # run 2.5x faster as GEMMs, even with the launch their fused PAD+ADD+RELU then needs of its
+        # own; below 2^16 that launch costs more than it saves.
+        gemm_min_work=1 << 16)
+
+
+# A GPU's driver chooses its work-groups. On a CPU device they are CPU_WORK_GROUP (PoCL's own
+# choice ran the MediaPipe face detector 12% slower, with a longer tail).
+TARGET = _target("opencl", Schedule(group=None))
+CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP))
 
 
 def _pick_device(cl):
@@ -108,7 +116,6 @@ def unusable() -> str | None:
 
 class OpenCLBackend(Backend):
     name = "opencl"
-    target = TARGET
     # Correctly rounded float division and sqrt: QUANTIZE and the float reference need it, and
     # OpenCL otherwise allows 2.5 ulp.
     OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
@@ -129,9 +136,7 @@ class OpenCLBackend(Backend):
             self.context = cl.Context([self.device])
             self.queue = cl.CommandQueue(self.context)
         self.device_type = DeviceType.GPU if self.device.type & cl.device_type.GPU else DeviceType.CPU
-        # 1-D kernels on a CPU device run in work-groups of CPU_WORK_GROUP (PoCL's own choice ran the
-        # MediaPipe face detector 12% slower, with a longer tail); a GPU's driver chooses its own.
-        self._work_group = CPU_WORK_GROUP if self.device.type & cl.device_type.CPU else 0
+        self.target = CPU_TARGET if self.device.type & cl.device_type.CPU else TARGET
         self.description = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
         self._timing_queue = None   # made when profiling first asks for device times
         self._reads: list = []      # download_async events, held to the next synchronize: pyopencl
@@ -202,14 +207,11 @@ class OpenCLBackend(Backend):
 
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.
-    def bind(self, kernel, global_size: int, args: list):
-        if global_size <= 0:
+    def bind(self, kernel, grid: Grid, args: list):
+        if grid.total <= 0:
             return functools.partial(_nothing, self.queue)
         kernel.set_args(*args)
-        group = self._work_group
-        size = -(-int(global_size) // group) * group if group else int(global_size)  # kernels return past their size
-        return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, (size,),
-                                 (group,) if group else None)
+        return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None):
@@ -272,4 +274,4 @@ def _preference() -> int | None:
 
 PROVIDER = Provider("opencl", OpenCLBackend, _preference, package="pyopencl",
                     install="pip install 'nngpu[opencl]' (a GPU driver) or 'nngpu[opencl-cpu]' (PoCL, a CPU device)",
-                    target=TARGET)
+                    targets=(TARGET, CPU_TARGET))

@@ -13,7 +13,8 @@ def add_parser(sub, common) -> None:
                        description=__doc__.split("\n\n")[0])
     g.add_argument("model", help="a .tflite or corpus-format .json model")
     g.add_argument("--out", default="nngpu-kernels", help="output folder (default nngpu-kernels)")
-    g.add_argument("--target", default="opencl", help="the backend to write kernels for: opencl (default) or cuda")
+    g.add_argument("--target", default="opencl",
+                   help="the kernel target: opencl (default; a GPU's schedule), opencl-cpu or cuda")
     g.add_argument("--no-fusion", action="store_true", help="one kernel per operation")
     g.set_defaults(func=run)
 

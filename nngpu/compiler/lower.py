@@ -78,7 +78,7 @@ class _Builder:
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]
-        self.steps.append(TemplateStep(name, source, size, args, [self.op]))
+        self.steps.append(TemplateStep(name, source, size, args, [self.op], self.low.target.schedule.flat(size)))
         return out
 
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Reduce, ReduceOut, Select, Unary,
                        Var, all_children, bound_by, walk)
 from ..ir.kernel import Kernel
+from ..ir.narrow import INT_MAX
+from ..ir.schedule import Schedule
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
 
@@ -78,15 +80,33 @@ class CStyleRenderer:
             return "(-2147483647 - 1)"
         return str(v) if v >= 0 else f"({v})"
 
-    def render(self, kernel: Kernel) -> str:
-        return self.render_unit([kernel])
+    def kernel_head(self, schedule: Schedule) -> str:
+        """What comes before a kernel's name: the qualifiers, and the group size the schedule
+        declares to the compiler (the dialect's own attribute)."""
+        return self.kernel_prefix
 
-    def render_unit(self, kernels: list[Kernel]) -> str:
+    def frame(self, kernel: Kernel, params: list[str], schedule: Schedule) -> tuple[list[str], list[str]]:
+        """The lines before and after a kernel's body: thread i computes output i, or with
+        several outputs a thread, outputs i, i + grid, ... (the body one level deeper)."""
+        head = [f"{self.kernel_head(schedule)} {kernel.name}({', '.join(params)}) {{"]
+        index = self.types[kernel.index.dtype]
+        if schedule.per_thread == 1:
+            return head + [f"    {index} i = {self.gid};", f"    if (i >= {kernel.size}) return;"], ["}"]
+        stride = schedule.grid(kernel.size).total
+        if kernel.size + stride > INT_MAX:  # the last increment must not overflow
+            index = self.long_type
+        return head + [f"    for ({index} i = {self.gid}; i < {kernel.size}; i += {stride}) {{"], ["    }", "}"]
+
+    def render(self, kernel: Kernel, schedule: Schedule | None = None) -> str:
+        return self.render_unit([kernel], schedule)
+
+    def render_unit(self, kernels: list[Kernel], schedule: Schedule | None = None) -> str:
         """One translation unit: every kernel, with the preludes and helpers they use once."""
+        schedule = schedule or Schedule()
         head: list[str] = []
         bodies = []
         for kernel in kernels:
-            writer = _KernelWriter(self, kernel)
+            writer = _KernelWriter(self, kernel, schedule)
             body = writer.body()
             for part in [*self.prelude(writer.storages), *self.render_helpers(writer.helpers)]:
                 if part not in head:
@@ -133,8 +153,8 @@ class _KernelWriter:
     uses is bound (loop-invariant values are hoisted out of loops), but never outside the select
     branch that guards it."""
 
-    def __init__(self, r: CStyleRenderer, kernel: Kernel) -> None:
-        self.r, self.kernel = r, kernel
+    def __init__(self, r: CStyleRenderer, kernel: Kernel, schedule: Schedule) -> None:
+        self.r, self.kernel, self.schedule = r, kernel, schedule
         self.nodes = walk(kernel.value)
         self.refs: dict[int, int] = {}
         for node in self.nodes:
@@ -145,7 +165,7 @@ class _KernelWriter:
         self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs)}
         self.names: dict[int, str] = {id(kernel.index): "i"}
         self.taken = {"i", "out", *self.params.values()}
-        self.levels = [_Level([], 1, {id(kernel.index)})]
+        self.levels = [_Level([], 1 if schedule.per_thread == 1 else 2, {id(kernel.index)})]
         self.open: list[_Level] = list(self.levels)   # every level not closed, hoisting included
 
     @property
@@ -162,10 +182,8 @@ class _KernelWriter:
         value = self.emit(k.value)
         self.line(r.store("out", k.out.storage, "i", value))
         sig = [r.param(b, self.params[b.key], True) for b in k.inputs] + [r.param(k.out, "out", False)]
-        head = [f"{r.kernel_prefix} {k.name}({', '.join(sig)}) {{",
-                f"    {r.types[k.index.dtype]} i = {r.gid};",
-                f"    if (i >= {k.size}) return;"]
-        return "\n".join(head + self.levels[0].lines + ["}"]) + "\n"
+        head, tail = r.frame(k, sig, self.schedule)
+        return "\n".join(head + self.levels[0].lines + tail) + "\n"
 
     def line(self, text: str) -> None:
         level = self.levels[-1]

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..hal.types import OperandLifeTime
 from ..ir.kernel import Kernel
+from ..ir.schedule import Grid
 from ..ir.storage import STORAGE_DTYPE
 from ..ops.registry import Kernel as BoundKernel
 
@@ -57,7 +58,7 @@ class KernelStep:
     @property
     def source(self) -> str:
         """The kernel alone as C (the plan compiles a segment's kernels as one unit)."""
-        return self.target.renderer.render(self.kernel)
+        return self.target.render(self.kernel)
 
     @property
     def tensors(self) -> list[int]:
@@ -67,6 +68,11 @@ class KernelStep:
     @property
     def size(self) -> int:
         return self.kernel.size
+
+    @property
+    def grid(self) -> Grid:
+        """Its launch, by the target's schedule (which framed its source)."""
+        return self.target.schedule.grid(self.kernel.size)
 
 
 @dataclass
@@ -91,13 +97,14 @@ class GemmStep:
 @dataclass
 class TemplateStep:
     """A hand-written kernel from kernels/ specialised by #defines (compiler/library.py): compiled
-    as a translation unit of its own and launched as a KernelStep is, over a 1-D grid of `size`."""
+    as a translation unit of its own and launched over `grid` (`size` threads, the target's group)."""
 
     name: str
     source: str
     size: int
     args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
     ops: list[int]
+    grid: Grid
 
     @property
     def tensors(self) -> list[int]:
@@ -171,7 +178,7 @@ class SegmentSpec:
         kernels = self.kernels
         n = per_unit or max(len(kernels), 1)
         chunks = [kernels[k: k + n] for k in range(0, len(kernels), n)]
-        return ([(self.target.renderer.render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
+        return ([(self.target.render_unit([s.kernel for s in c]), [s.name for s in c]) for c in chunks]
                 + [(s.source, [s.name]) for s in self.steps if isinstance(s, TemplateStep)])
 
 

@@ -1,14 +1,18 @@
 """What a backend that compiles kernels tells the compiler about itself: a Target.
 
-A backend module declares its target beside the backend (backends/opencl.py, backends/cuda.py):
-the C dialect its renderer writes, the hand-written kernels it has in place of generated ones,
-and the choices the lowering makes for it. The compiler and the dumps read only this object, so
-a new backend adds a target in its own module and touches nothing here."""
+A backend module declares its targets beside the backend (backends/opencl.py, backends/cuda.py):
+the C dialect its renderer writes, the schedule of its generated kernels (the frame around a
+kernel's body and the grid it is launched over, decided together), the hand-written kernels it
+has in place of generated ones, and the choices the lowering makes for it. The compiler and the
+dumps read only this object, so a new backend adds a target in its own module and touches
+nothing here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..ir.kernel import Kernel
+from ..ir.schedule import Schedule
 from .render import CStyleRenderer
 
 
@@ -17,9 +21,18 @@ class Target:
     name: str                      # names the target in dumps and messages ("opencl", "cuda")
     renderer: CStyleRenderer       # the C dialect of its generated kernels
     suffix: str                    # a dumped kernel's file extension (".cl", ".cu")
+    schedule: Schedule = Schedule()
     # operation kind → a template in kernels/ used in place of the generated kernel
     templates: Mapping[str, str] = field(default_factory=dict)
     # whether its GEMM adds a bias and clamps as it stores (kernels/gemm.cl's EPILOGUE)
     gemm_epilogue: bool = False
     # multiply-adds from which a float convolution is a GEMM rather than a generated kernel
     gemm_min_work: int = 1 << 21
+
+    def render(self, kernel: Kernel) -> str:
+        """The kernel alone as C, framed by this target's schedule."""
+        return self.renderer.render_unit([kernel], self.schedule)
+
+    def render_unit(self, kernels: list[Kernel]) -> str:
+        """One translation unit of kernels, each framed by this target's schedule."""
+        return self.renderer.render_unit(kernels, self.schedule)

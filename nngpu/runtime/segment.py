@@ -132,7 +132,7 @@ class Segment:
         kernel's arguments are set here, once)."""
         b, backend, known = self.buffers, self.backend, self.spec.known
         if isinstance(step, (KernelStep, TemplateStep)):
-            return DeviceCall(backend, backend.bind(self.kernels[step.name], step.size, [b[t] for t in step.args]))
+            return DeviceCall(backend, backend.bind(self.kernels[step.name], step.grid, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
             a, w, *bias, c = (b[t] for t in step.args)
             epilogue = None if step.bounds is None else (bias[0], *step.bounds)

@@ -41,7 +41,7 @@ class ToyBackend(NumpyBackend):
 
 
 TARGET = Target("toy-c", CRenderer(), ".c", gemm_min_work=1 << 40)
-PROVIDER = Provider("toy", ToyBackend, lambda: -1, target=TARGET)
+PROVIDER = Provider("toy", ToyBackend, lambda: -1, targets=(TARGET,))
 '''
 
 
@@ -58,7 +58,7 @@ def toy(tmp_path, monkeypatch):
 
 def test_the_shipped_backends_are_found():
     assert backends.names() == ["numpy", "cuda", "opencl"]
-    assert set(backends.targets()) == {"cuda", "opencl"}
+    assert set(backends.targets()) == {"cuda", "opencl", "opencl-cpu"}
     assert backends.resolve("numpy") == "numpy"
     with pytest.raises(ValueError, match="choose from numpy, cuda, opencl or auto"):
         backends.resolve("metal")
@@ -82,4 +82,4 @@ def test_a_new_module_is_a_backend_and_a_target(toy, tmp_path, capsys):
 def test_an_unknown_target_is_one_line(capsys):
     assert main(["kernels", str(DEMO), "--target", "metal"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("--target metal: no such kernel target; choose from cuda, opencl") and "\n" not in err
+    assert err.endswith("--target metal: no such kernel target; choose from cuda, opencl, opencl-cpu") and "\n" not in err

@@ -133,7 +133,7 @@ def test_cast_is_explicit(capsys, files):
 @pytest.mark.parametrize("argv, needle", [(["run", "--repeat", "0"], "--repeat: 0 is below 1"),
                                           (["run", "--warmup", "-1"], "--warmup: -1 is below 0"),
                                           (["run", "--threads", "0"], "--threads: 0 is below 1"),
-                                          (["kernels", str(DEMO), "--target", "metal"], "--target metal: no such kernel target; choose from cuda, opencl"),
+                                          (["kernels", str(DEMO), "--target", "metal"], "--target metal: no such kernel target; choose from cuda, opencl, opencl-cpu"),
                                           (["cache", "purge"], "invalid choice"),
                                           (["bogus"], "invalid choice")])
 def test_usage_errors(capsys, argv, needle):

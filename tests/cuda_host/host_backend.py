@@ -1,7 +1,7 @@
 """A test-only backend that runs the CUDA dialect on the CPU: each translation unit the plan
 compiles is built by g++ behind prelude.h (the CUDA built-ins as host C++) into a shared library,
-and a launch runs the kernel once per thread of the same grid the CUDA backend launches
-(BLOCK threads a block, ceil(size / BLOCK) blocks).
+and a launch runs the kernel once per thread of the same grid the CUDA backend launches (the
+CUDA target's schedule).
 
 It proves the CUDA rendering (indexing, types, the float16 conversions) with the real Plan; it
 does not prove the CuPy glue of nngpu/backends/cuda.py (streams, cubin loading, cuBLAS, host
@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from nngpu.backends.numpy import NumpyBackend
-from nngpu.backends.cuda import BLOCK, TARGET as CUDA_TARGET
+from nngpu.backends.cuda import TARGET as CUDA_TARGET
 from nngpu.hal.types import DeviceType
+from nngpu.ir.schedule import Grid
 
 PRELUDE = Path(__file__).with_name("prelude.h")
 CXX = "g++"
@@ -32,7 +33,8 @@ FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fvisibi
 UNSUPPORTED = {"__shared__": "shared memory", "__syncthreads": "a block barrier", "atomic": "atomics",
                "__shfl": "warp shuffles", "__syncwarp": "a warp barrier"}
 _UNSUPPORTED = re.compile(r"\b(__shared__|__syncthreads|atomic(?=[A-Z])|__shfl|__syncwarp)")
-_KERNEL = re.compile(r'^extern "C" __global__ void (\w+)\(', re.M)
+_HEAD = r'^extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
+_KERNEL = re.compile(_HEAD + r'(\w+)\(', re.M)
 
 
 class HostUnsupported(Exception):
@@ -49,7 +51,7 @@ def unsupported_reason(source: str) -> str | None:
 
 def kernel_body(source: str, name: str) -> str:
     """The text of kernel `name` in a unit (its identity: the helpers follow from it)."""
-    match = re.search(rf'^extern "C" __global__ void {name}\(.*?^\}}$', source, re.M | re.S)
+    match = re.search(_HEAD + rf'{name}\(.*?^\}}$', source, re.M | re.S)
     assert match, f"kernel {name} not in its unit"
     return match.group(0)
 
@@ -129,15 +131,15 @@ class HostCudaBackend(NumpyBackend):
         return kernel
 
     # ---- launch -------------------------------------------------------------------------------
-    def launch(self, kernel: HostKernel, global_size: int, args: list) -> None:
-        if global_size <= 0:
+    def launch(self, kernel: HostKernel, grid: Grid, args: list) -> None:
+        if grid.total <= 0:
             return
         for a in args:
             if not (isinstance(a, np.ndarray) and a.dtype == np.uint8):
                 raise TypeError(f"{kernel.name}: argument {type(a).__name__} is not a buffer of this backend")
         pointers = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
-        grid = (int(global_size) + BLOCK - 1) // BLOCK
-        kernel.launcher(pointers, grid, BLOCK)
+        (threads,), (block,) = grid.threads, grid.group
+        kernel.launcher(pointers, threads // block, block)
         self.launched.setdefault(kernel.body, kernel.name)
         self.launches += 1
 

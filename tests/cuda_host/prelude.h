@@ -12,6 +12,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __restrict__ __restrict
+#define __launch_bounds__(threads)   // the launcher runs the block size it is given
 
 struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x, y, z; };

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from nngpu.backends.cuda import BLOCK
+from nngpu.backends.cuda import BLOCK, TARGET as CUDA
 from nngpu.hal import OperandType as T
 from nngpu.hal.types import OperationType as Op
 from nngpu.testing import output, scalar, single_op_model, tensor
@@ -85,7 +85,7 @@ def test_a_cached_binary_loads_and_runs_on_a_fresh_backend():
     x = np.arange(300, dtype=np.float32)
     src, dst = backend.alloc(x.nbytes), backend.alloc(x.nbytes)
     backend.upload(src, x)
-    backend.launch(kernel, 300, [src, dst])
+    backend.launch(kernel, CUDA.schedule.grid(300), [src, dst])
     got = np.empty_like(x)
     backend.download(dst, got)
     np.testing.assert_array_equal(got, 2 * x)
