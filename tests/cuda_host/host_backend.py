@@ -28,11 +28,13 @@ from nngpu.ir.schedule import Grid
 
 PRELUDE = Path(__file__).with_name("prelude.h")
 CXX = "g++"
-FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fvisibility=hidden", "-w")
-# What one thread at a time cannot run: the threads of a block would have to run together.
-UNSUPPORTED = {"__shared__": "shared memory", "__syncthreads": "a block barrier", "atomic": "atomics",
-               "__shfl": "warp shuffles", "__syncwarp": "a warp barrier"}
-_UNSUPPORTED = re.compile(r"\b(__shared__|__syncthreads|atomic(?=[A-Z])|__shfl|__syncwarp)")
+FLAGS = ("-O1", "-std=c++17", "-pthread", "-shared", "-fPIC", "-ffp-contract=off", "-fvisibility=hidden", "-w")
+# What the harness cannot run: its threads share no warp and have no atomics.
+UNSUPPORTED = {"atomic": "atomics", "__shfl": "warp shuffles", "__syncwarp": "a warp barrier",
+               "extern __shared__": "dynamic shared memory"}
+_UNSUPPORTED = re.compile(r"(\batomic(?=[A-Z])|\b__shfl|\b__syncwarp|\bextern\s+__shared__)")
+# What needs a block's threads to run together (the threaded launcher of prelude.h).
+_TOGETHER = re.compile(r"\b(__shared__|__syncthreads)\b")
 _HEAD = r'^extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
 _KERNEL = re.compile(_HEAD + r'(\w+)\(', re.M)
 
@@ -45,8 +47,8 @@ def unsupported_reason(source: str) -> str | None:
     found = _UNSUPPORTED.search(source)
     if found is None:
         return None
-    word = found.group(1)
-    return f"uses {word} ({UNSUPPORTED[word]}): the host harness runs one thread at a time"
+    word = " ".join(found.group(1).split())
+    return f"uses {word} ({UNSUPPORTED[word]}): the host harness cannot run it"
 
 
 def kernel_body(source: str, name: str) -> str:
@@ -106,7 +108,8 @@ class HostCudaBackend(NumpyBackend):
             raise HostUnsupported(reason)
         key = hashlib.sha256(source.encode()).hexdigest()[:16]
         cpp, lib = Path(self._dir.name) / f"{key}.cpp", Path(self._dir.name) / f"{key}.so"
-        launchers = "".join(f"NNH_LAUNCHER({n})\n" for n in names)
+        launcher = "NNH_LAUNCHER_THREADS" if _TOGETHER.search(source) else "NNH_LAUNCHER"
+        launchers = "".join(f"{launcher}({n})\n" for n in names)
         cpp.write_text(f"{prelude_text()}\n#line 1 \"unit.cu\"\n{source}\n{launchers}")
         done = subprocess.run([CXX, *FLAGS, "-o", str(lib), str(cpp)], capture_output=True, text=True)
         if done.returncode:

@@ -1,5 +1,5 @@
 """The host harness itself: the CUDA float16 conversions bit for bit, the grid's edges, the
-cached-binary path and the refusal of kernels it cannot run. Like every test here, this checks
+cached-binary path, shared memory and block barriers, and the refusal of kernels it cannot run. Like every test here, this checks
 the CUDA rendering on the CPU, not the CuPy glue."""
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import shutil
 import numpy as np
 import pytest
 
+from nngpu import backends
+from nngpu.backends import device_backends
 from nngpu.backends.cuda import BLOCK, TARGET as CUDA
 from nngpu.hal import OperandType as T
 from nngpu.hal.types import OperationType as Op
+from nngpu.ir.schedule import Grid
 from nngpu.testing import output, scalar, single_op_model, tensor
 
 from .host_backend import HostCudaBackend, HostUnsupported
@@ -91,14 +94,78 @@ def test_a_cached_binary_loads_and_runs_on_a_fresh_backend():
     np.testing.assert_array_equal(got, 2 * x)
 
 
-@pytest.mark.parametrize("feature,word", [("__shared__ float tile[256];", "__shared__"),
-                                          ("__syncthreads();", "__syncthreads"), ("atomicAdd(out, 1.0f);", "atomic")])
-def test_kernels_needing_threads_together_are_refused_with_the_reason(feature, word):
+@pytest.mark.parametrize("feature,word", [("atomicAdd(out, 1.0f);", "atomic"),
+                                          ("extern __shared__ float dynamic[];", "extern __shared__")])
+def test_kernels_the_harness_cannot_run_are_refused_with_the_reason(feature, word):
     source = SOURCE.replace("    if (i >= 300)", f"    {feature}\n    if (i >= 300)")
     backend = HostCudaBackend()
     with pytest.raises(HostUnsupported, match=f"uses {word} ") as refusal:
         backend.compile(source, ["nn_twice"])
     assert backend.refused == {source.rstrip("\n"): str(refusal.value)}  # counted as skipped, with why
+
+
+# A block's sum in shared memory, by halving: every thread meets the others at each step, and the
+# threads past the data return first (a GPU counts them as arrived, and so does the harness).
+BLOCK_SUM = {"cuda": '''extern "C" __global__ void nn_block_sum(const float* __restrict__ in0, float* __restrict__ out) {
+    __shared__ float part[64];
+    int t = threadIdx.x, i = blockIdx.x * 64 + t;
+    part[t] = i < SIZE ? in0[i] : 0.0f;
+    __syncthreads();
+    if (i >= SIZE) return;
+    for (int step = 32; step > 0; step >>= 1) {
+        if (t < step) part[t] += part[t + step];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = part[0];
+}
+''', "opencl": '''__kernel void nn_block_sum(__global const float* restrict in0, __global float* restrict out) {
+    __local float part[64];
+    int t = get_local_id(0), i = get_group_id(0) * 64 + t;
+    part[t] = i < SIZE ? in0[i] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = 32; step > 0; step >>= 1) {
+        if (t < step) part[t] += part[t + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t == 0) out[get_group_id(0)] = part[0];
+}
+'''}
+
+
+def _block_sums(x: np.ndarray) -> np.ndarray:
+    """The same halving order in float32, per block of 64."""
+    part = np.zeros((-(-x.size // 64), 64), np.float32)
+    part.reshape(-1)[: x.size] = x
+    half = 32
+    while half:
+        part[:, :half] += part[:, half: 2 * half]
+        half //= 2
+    return part[:, 0]
+
+
+@pytest.mark.parametrize("dialect", ["cuda", "opencl"])
+def test_shared_memory_and_barriers_run_a_block_together(dialect):
+    """The same reduction in both dialects: the host harness runs a block's threads together for
+    __shared__ and __syncthreads (threads past the data leaving early); PoCL runs __local memory
+    and barrier() as they are."""
+    size = 1000   # 16 blocks, the last one ragged
+    x = np.random.default_rng(7).standard_normal(size).astype(np.float32)
+    source = f"#define SIZE {size}\n" + BLOCK_SUM[dialect]
+    if dialect == "cuda":
+        backend = HostCudaBackend()
+    elif "opencl" in device_backends():
+        backend = backends.create("opencl")
+    else:
+        pytest.skip("no OpenCL device here")
+    kernel = backend.compile(source, ["nn_block_sum"])[0]
+    blocks = -(-size // 64)
+    src, dst = backend.alloc(x.nbytes), backend.alloc(blocks * 4)
+    backend.upload(src, x)
+    backend.bind(kernel, Grid((blocks * 64,), (64,)), [src, dst])()
+    backend.synchronize()
+    got = np.empty(blocks, np.float32)
+    backend.download(dst, got)
+    np.testing.assert_array_equal(got, _block_sums(x))
 
 
 def test_the_summary_counts_distinct_kernels_and_never_a_mismatch_as_matched():
