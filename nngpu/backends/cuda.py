@@ -65,10 +65,14 @@ class CUDARenderer(CStyleRenderer):
     storage_types = {**CStyleRenderer.storage_types, "half": "unsigned short", "bool8": "unsigned char",
                      "u8": "unsigned char", "i8": "signed char", "u16": "unsigned short"}
 
-    def kernel_head(self, schedule: Schedule) -> str:
+    group_id = "blockIdx.x"
+    local_id = "threadIdx.x"
+    barrier = "__syncthreads();"
+    local_qualifier = "__shared__"
+
+    def kernel_head(self, declared: int | None) -> str:
         # the block size every launch uses: the compiler may then budget registers for it
-        bounds = f" __launch_bounds__({schedule.group})" if schedule.declare_group else ""
-        return self.kernel_prefix + bounds
+        return self.kernel_prefix + (f" __launch_bounds__({declared})" if declared else "")
 
     def prelude(self, storages: set[str]) -> list[str]:
         return [_CUDA_HALF.strip("\n")] if "half" in storages else []
@@ -86,7 +90,9 @@ class CUDARenderer(CStyleRenderer):
 
 # cuBLAS is a call with an epilogue kernel after it: a convolution is a GEMM from 2^21 multiply-adds
 # (unmeasured on a GPU so far).
-TARGET = Target("cuda", CUDARenderer(), ".cu", Schedule(group=BLOCK, declare_group=True), gemm_min_work=1 << 21)
+# A slice's statistic (softmax's maximum and sum, a mean) takes a block of BLOCK threads.
+TARGET = Target("cuda", CUDARenderer(), ".cu", Schedule(group=BLOCK, declare_group=True, reduce_group=BLOCK),
+                gemm_min_work=1 << 21)
 
 
 # With a ROCm build of CuPy there is no sm_XX to compile for, no cubin and no stream capture:

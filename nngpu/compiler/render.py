@@ -41,6 +41,13 @@ class CStyleRenderer:
     storage_types = {"float": "float", "half": "half", "int": "int", "bool8": "uchar", "u8": "uchar",
                      "i8": "char", "i16": "short", "u16": "ushort"}
 
+    # a work-group's index and a thread's index in it, its barrier and its local arrays: for the
+    # schedules that give a reduction a work-group (None: the dialect has none)
+    group_id: str | None = None
+    local_id: str | None = None
+    barrier: str | None = None
+    local_qualifier: str | None = None
+
     @property
     def types(self) -> dict[str, str]:
         return {"bool": "int", "int": "int", "long": self.long_type, "float": "float"}
@@ -80,15 +87,16 @@ class CStyleRenderer:
             return "(-2147483647 - 1)"
         return str(v) if v >= 0 else f"({v})"
 
-    def kernel_head(self, schedule: Schedule) -> str:
-        """What comes before a kernel's name: the qualifiers, and the group size the schedule
-        declares to the compiler (the dialect's own attribute)."""
+    def kernel_head(self, declared: int | None) -> str:
+        """What comes before a kernel's name: the qualifiers, and the work-group size declared to
+        the compiler where the schedule declares it (the dialect's own attribute)."""
         return self.kernel_prefix
 
     def frame(self, kernel: Kernel, params: list[str], schedule: Schedule) -> tuple[list[str], list[str]]:
         """The lines before and after a kernel's body: thread i computes output i, or with
         several outputs a thread, outputs i, i + grid, ... (the body one level deeper)."""
-        head = [f"{self.kernel_head(schedule)} {kernel.name}({', '.join(params)}) {{"]
+        declared = schedule.group if schedule.declare_group else None
+        head = [f"{self.kernel_head(declared)} {kernel.name}({', '.join(params)}) {{"]
         index = self.types[kernel.index.dtype]
         if schedule.per_thread == 1:
             return head + [f"    {index} i = {self.gid};", f"    if (i >= {kernel.size}) return;"], ["}"]
@@ -165,8 +173,14 @@ class _KernelWriter:
         self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs)}
         self.names: dict[int, str] = {id(kernel.index): "i"}
         self.taken = {"i", "out", *self.params.values()}
-        self.levels = [_Level([], 1 if schedule.per_thread == 1 else 2, {id(kernel.index)})]
+        # with a work-group per output, its threads share this reduction (ir/schedule.py)
+        self.block = schedule.block_reduce(kernel)
+        looped = schedule.per_thread > 1 and self.block is None
+        self.levels = [_Level([], 2 if looped else 1, {id(kernel.index)})]
         self.open: list[_Level] = list(self.levels)   # every level not closed, hoisting included
+        if self.block is not None:
+            self.lid, self.part = self.fresh("lid"), self.fresh("part")
+            self.comp = self.fresh("partc") if self.block.accs[0].kahan else None
 
     @property
     def storages(self) -> set[str]:
@@ -180,10 +194,52 @@ class _KernelWriter:
         """The kernel function (its preludes and helpers are the caller's)."""
         k, r = self.kernel, self.r
         value = self.emit(k.value)
-        self.line(r.store("out", k.out.storage, "i", value))
+        store = r.store("out", k.out.storage, "i", value)
+        self.line(store if self.block is None else f"if ({self.lid} == 0) {store}")
         sig = [r.param(b, self.params[b.key], True) for b in k.inputs] + [r.param(k.out, "out", False)]
-        head, tail = r.frame(k, sig, self.schedule)
+        head, tail = r.frame(k, sig, self.schedule) if self.block is None else self.block_frame(sig)
         return "\n".join(head + self.levels[0].lines + tail) + "\n"
+
+    def block_frame(self, params: list[str]) -> tuple[list[str], list[str]]:
+        """A work-group per output: group i computes output i, its threads' parts of the
+        reduction meeting in local arrays (the grid has exactly one group per output)."""
+        k, r, group = self.kernel, self.r, self.schedule.reduce_group
+        t = r.types[self.block.accs[0].init.dtype]
+        declared = group if self.schedule.declare_group else None
+        head = [f"{r.kernel_head(declared)} {k.name}({', '.join(params)}) {{",
+                f"    {r.local_qualifier} {t} {self.part}[{group}];"]
+        if self.comp:
+            head.append(f"    {r.local_qualifier} {t} {self.comp}[{group}];")
+        head += [f"    {r.types[k.index.dtype]} i = {r.group_id};", f"    int {self.lid} = {r.local_id};"]
+        return head, ["}"]
+
+    def emit_tree(self, red: Reduce, acc: str, comp: str | None) -> str:
+        """After a work-group's threads folded their parts of `red` into `acc` (Kahan: with
+        `comp`): the parts combined by halving, each step behind the group's barrier; the
+        group's total, which every thread reads."""
+        r, part, lid, group = self.r, self.part, self.lid, self.schedule.reduce_group
+        a = red.accs[0]
+        t = r.types[a.init.dtype]
+        self.line(f"{part}[{lid}] = {acc};" + (f" {self.comp}[{lid}] = {comp};" if comp else ""))
+        self.line(r.barrier)
+        half = self.fresh("width")   # not "half": a type in OpenCL C
+        self.line(f"for (int {half} = {group // 2}; {half} > 0; {half} >>= 1) {{")
+        self.line(f"    if ({lid} < {half}) {{")
+        if comp:  # (s, c) pairs: s + e is x + y exactly (TwoSum), and the true sum is s - c
+            x, y, s, d, e = (self.fresh(n) for n in ("x", "y", "s", "d", "e"))
+            pc = self.comp
+            self.line(f"        {t} {x} = {part}[{lid}], {y} = {part}[{lid} + {half}], {s} = {x} + {y}, {d} = {s} - {x};")
+            self.line(f"        {t} {e} = ({x} - ({s} - {d})) + ({y} - {d});")
+            self.line(f"        {part}[{lid}] = {s}; {pc}[{lid}] = ({pc}[{lid}] + {pc}[{lid} + {half}]) - {e};")
+        else:
+            update = a.combine(_named(f"{part}[{lid}]", a.init.dtype), _named(f"{part}[{lid} + {half}]", a.init.dtype))
+            self.line(f"        {part}[{lid}] = {self.emit(update)};")
+        self.line("    }")
+        self.line(f"    {r.barrier}")
+        self.line("}")
+        total = self.fresh("total")
+        self.line(f"{t} {total} = {part}[0]" + (f" - {self.comp}[0];" if comp else ";"))
+        return total
 
     def line(self, text: str) -> None:
         level = self.levels[-1]
@@ -333,14 +389,20 @@ class _KernelWriter:
         for k, out in red._outs.items():
             outer.memo[id(out)] = accs[k][0]
         opened = []
-        for loop in red.loops:
+        shared = red is self.block
+        for n, loop in enumerate(red.loops):
             start = self.emit(loop.start) if isinstance(loop.start, Expr) else str(loop.start)
             stop = self.emit(loop.stop) if isinstance(loop.stop, Expr) else str(loop.stop)
             v = self.fresh(loop.var.name)
             self.names[id(loop.var)] = v
             parent = self.levels[-1]
             parent.at = len(parent.lines)
-            self.line(f"for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; ++{v}) {{")
+            if shared and n == 0:  # the work-group's threads take every group-th iteration each
+                step = f"{v} += {self.schedule.reduce_group}"
+                start = f"{start} + {self.lid}"
+            else:
+                step = f"++{v}"
+            self.line(f"for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; {step}) {{")
             level = _Level(parent.lines, parent.depth + 1, {id(loop.var)} | {id(var) for var, _ in loop.lets})
             self.levels.append(level)
             self.open.append(level)
@@ -369,6 +431,8 @@ class _KernelWriter:
             self.open.remove(self.levels.pop())
             self.line("}")
             parent.at = None
+        if shared:
+            outer.memo[id(red)] = self.emit_tree(red, *accs[0])
 
 
 def _named(name: str, dtype: str) -> Var:

@@ -72,7 +72,7 @@ class KernelStep:
     @property
     def grid(self) -> Grid:
         """Its launch, by the target's schedule (which framed its source)."""
-        return self.target.schedule.grid(self.kernel.size)
+        return self.target.schedule.launch(self.kernel)
 
 
 @dataclass

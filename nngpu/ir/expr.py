@@ -205,12 +205,15 @@ class Loop:
 @dataclass(eq=False)
 class Acc:
     """One accumulator of a Reduce: starts at `init`, takes `body` at each iteration through
-    `combine(acc, body)`, or with compensated (Kahan) summation when `kahan` is set."""
+    `combine(acc, body)`, or with compensated (Kahan) summation when `kahan` is set. With
+    `associative`, combine is associative and commutative with `init` its identity, so partial
+    accumulators may be combined in any order (a work-group's tree, ir/schedule.py)."""
 
     init: Expr
     body: Expr
     combine: Callable[[Expr, Expr], Expr] | None = None
     kahan: bool = False
+    associative: bool = False
 
 
 class Reduce(Expr):
@@ -243,7 +246,7 @@ class ReduceOut(Expr):
 
 
 def reduce_sum(loops: Sequence[Loop], body: Expr, kahan: bool = False) -> Reduce:
-    return Reduce(loops, [Acc(Const(0, body.dtype), body, lambda a, v: a + v, kahan)])
+    return Reduce(loops, [Acc(Const(0, body.dtype), body, lambda a, v: a + v, kahan, associative=True)])
 
 
 # ---- constructors with constant folding ---------------------------------------------------

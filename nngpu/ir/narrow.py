@@ -199,7 +199,8 @@ class _Narrower:
         loops = [Loop(self.map(lp.var), self._bound(lp.stop), self._bound(lp.start),
                       [(self.map(v), self.map(e)) for v, e in lp.lets], [self.map(g) for g in lp.guards])
                  for lp in node.loops]
-        return Reduce(loops, [Acc(self.map(a.init), self.map(a.body), a.combine, a.kahan) for a in node.accs])
+        return Reduce(loops, [Acc(self.map(a.init), self.map(a.body), a.combine, a.kahan, a.associative)
+                              for a in node.accs])
 
 
 def narrow_indices(kernel: Kernel) -> Kernel:

@@ -1,10 +1,13 @@
 """How a generated kernel is launched: a Schedule (chosen per target, compiler/target.py) and
-the Grid it gives a kernel of a given size. The renderer frames a kernel's body by the same
-schedule that its backend launches it with, so the two cannot disagree."""
+the Grid it gives a kernel. The renderer frames a kernel's body by the same schedule that its
+backend launches it with, so the two cannot disagree."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from .expr import Const, Expr, Reduce, Select
+from .kernel import Kernel
 
 
 @dataclass(frozen=True)
@@ -25,17 +28,38 @@ class Schedule:
     """How a target runs a generated kernel over its output's `size` elements: 1-D work-groups of
     `group` threads (None: the driver's choice), each thread computing `per_thread` outputs that
     lie a grid apart (adjacent threads, adjacent elements: coalesced on a GPU, one vector on a
-    CPU device); with `declare_group` the kernel tells its compiler the group size."""
+    CPU device); with `declare_group` the kernel tells its compiler the group size.
+
+    With `reduce_group`, a kernel whose outputs are each one long reduction (a slice's maximum or
+    sum: see block_reduce) runs a work-group of that many threads per output instead: each thread
+    folds a strided part of the reduction, and the group combines the parts as a tree in local
+    (shared) memory. Targets without fast local memory (CPU devices) leave it None: there one
+    thread walks each reduction."""
 
     group: int | None = 256
     per_thread: int = 1
     declare_group: bool = False
+    reduce_group: int | None = None
 
     def __post_init__(self) -> None:
         if self.per_thread < 1 or (self.group is not None and self.group < 1):
             raise ValueError(f"a schedule needs positive sizes: {self}")
         if self.declare_group and self.group is None:
             raise ValueError("a schedule can declare only a group size it fixes")
+        r = self.reduce_group
+        if r is not None and (r < 2 or r & (r - 1)):
+            raise ValueError(f"a reduction's work-group halves down to one thread: {r} is not a power of two")
+
+    def block_reduce(self, kernel: Kernel) -> Reduce | None:
+        """The reduction a work-group computes for each output of `kernel`, or None (one thread
+        an output): see block_reduce below."""
+        return block_reduce(kernel, self.reduce_group) if self.reduce_group else None
+
+    def launch(self, kernel: Kernel) -> Grid:
+        """The grid a generated kernel runs on (its frame follows the same choice)."""
+        if self.block_reduce(kernel) is not None:
+            return Grid((kernel.size * self.reduce_group,), (self.reduce_group,))
+        return self.grid(kernel.size)
 
     def grid(self, size: int) -> Grid:
         """The launch of a kernel over `size` outputs (threads past it return at once)."""
@@ -47,3 +71,41 @@ class Schedule:
     def flat(self, size: int) -> Grid:
         """The launch of a hand-written kernel that runs one thread per work item, `size` of them."""
         return Grid((size,), None) if self.group is None else Grid((-(-size // self.group) * self.group,), (self.group,))
+
+
+def block_reduce(kernel: Kernel, group: int) -> Reduce | None:
+    """The one reduction of `kernel` that a work-group of `group` threads can share: every output
+    computes exactly one Reduce, outside any select branch (every thread of the group must reach
+    the group's barriers), with one associative accumulator and a first loop of constant bounds
+    at least `group` long (each thread takes a strided part of it). None otherwise."""
+    found: list[Reduce] = []
+    branched: list[Reduce] = []
+    seen: set[tuple[int, bool]] = set()
+
+    def visit(node: Expr, in_branch: bool) -> None:
+        if (id(node), in_branch) in seen:
+            return
+        seen.add((id(node), in_branch))
+        if isinstance(node, Reduce):
+            (branched if in_branch else found).append(node)
+            return
+        if isinstance(node, Select):
+            visit(node.cond, in_branch)
+            visit(node.a, True)
+            visit(node.b, True)
+            return
+        for child in node.children():
+            visit(child, in_branch)
+
+    visit(kernel.value, False)
+    reduces = {id(r): r for r in found + branched}
+    if len(reduces) != 1 or branched:
+        return None
+    red = found[0]
+    if len(red.accs) != 1 or not red.accs[0].associative:
+        return None
+    first = red.loops[0]
+    start, stop = (b.value if isinstance(b, Const) else b for b in (first.start, first.stop))
+    if not (isinstance(start, int) and isinstance(stop, int)) or stop - start < group:
+        return None
+    return red

@@ -97,7 +97,8 @@ def minimum(a: Expr, v: Expr) -> Expr:
 def extreme(loops: list[Loop], v: Expr, largest: bool) -> Expr:
     """The largest (smallest) `v` over `loops`, NaN winning (-inf / INT32_MIN + 1 when empty)."""
     top = math.inf if v.dtype == "float" else (1 << 31) - 1
-    return Reduce(loops, [Acc(as_expr(-top if largest else top, v.dtype), v, maximum if largest else minimum)])
+    return Reduce(loops, [Acc(as_expr(-top if largest else top, v.dtype), v, maximum if largest else minimum,
+                              associative=True)])
 
 
 def float_sum(loops: list[Loop], v: Expr) -> Expr:
