@@ -1,13 +1,17 @@
-"""Latency of the five MediaPipe models: TFLite (ai-edge-litert, 1 and 2 threads) vs nngpu
-(sync, and burst when nngpu.burst imports) on every backend that constructs here.
+"""Latency of the five MediaPipe models, and the zoo's float MobileNet v2, MobileNet v3 small and
+EfficientNet B0 where a generated zoo folder has them: TFLite (ai-edge-litert, 1 and 2 threads)
+vs nngpu (sync, and burst when nngpu.burst imports) on every backend that constructs here.
 
     pytest bench/test_bench_tflite.py            # prints a nngpu/TFLite ratio table at the end
     NNGPU_BENCH_ROUNDS=20 pytest bench/...       # more rounds per nngpu measurement (default 5)
 
-Inputs are the fixed-seed random images `nngpu run` uses. Models come from ci/fetch-models.sh."""
+Inputs are the fixed-seed random images `nngpu run` uses. Models come from ci/fetch-models.sh;
+the zoo's from NNGPU_ZOO_DIR (default $XDG_CACHE_HOME/nngpu/zoo: `ZOO_ARGS=--full-size bash
+zoo/run.sh`), skipped when missing."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +27,10 @@ from .common import mediapipe_model, show_summary  # noqa: E402
 
 ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "5"))
 TFLITE_ROUNDS = 50
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+ZOO = Path(os.environ.get("NNGPU_ZOO_DIR", _CACHE / "nngpu" / "zoo"))
+ZOO_MODELS = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")   # float, full size
+NAMES = sorted(MODELS) + [f"zoo:{n}" for n in ZOO_MODELS]
 
 
 def _backends() -> list[str]:
@@ -57,7 +65,7 @@ def ratio_table(request):
     if not RESULTS:
         return
     lines = ["", "nngpu / TFLite latency (median ms; ratio to TFLite with 1 thread | 2 threads):"]
-    for name in sorted(MODELS):
+    for name in NAMES:
         t1, t2 = RESULTS.get((name, "tflite-1")), RESULTS.get((name, "tflite-2"))
         if not t1 or not t2:
             continue
@@ -70,9 +78,18 @@ def ratio_table(request):
     show_summary(request, lines)
 
 
-@pytest.fixture(scope="module", params=sorted(MODELS))
+def _path(name: str) -> Path:
+    if not name.startswith("zoo:"):
+        return mediapipe_model(name)
+    path = ZOO / f"{name[4:]}.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} is missing: run ZOO_ARGS=--full-size bash zoo/run.sh")
+    return path
+
+
+@pytest.fixture(scope="module", params=NAMES)
 def model(request):
-    path = mediapipe_model(request.param)
+    path = _path(request.param)
     imported = load_tflite(path)
     return request.param, path, imported, random_inputs(imported.inputs, seed=0)
 

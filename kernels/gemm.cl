@@ -1,7 +1,7 @@
 // GEMM for the OpenCL backend: C[M,N] = A[M,K] * B[K,N], row-major float32, or with B given
 // transposed (B[N,K]: a filter or weight matrix read in place, in the model's own layout).
-// Two schedules each: the backend picks nn_gemm / nn_gemm_nt on GPUs and nn_gemm_vec /
-// nn_gemm_nt_vec on CPU devices.
+// Two schedules each: the backend picks nn_gemm_tiled / nn_gemm_nt_tiled on GPUs and
+// nn_gemm_vec / nn_gemm_nt_vec on CPU devices.
 #define ROWS 8
 
 // With EPILOGUE defined (a program of its own), every kernel takes the bias of C's columns and
@@ -21,44 +21,70 @@ inline float finish(float v, const float b, const float lo, const float hi) {
 #define FINISH(v, c) (v)
 #endif
 
-// GPUs. Each work-item computes ROWS consecutive rows of one column: neighbouring work-items
-// read neighbouring B elements (coalesced) and every B value loaded is reused ROWS times from
-// registers. Launch: global = (N, ceil(M / ROWS)).
-__kernel void nn_gemm(__global const float* restrict A, __global const float* restrict B,
-                      __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
-    const int col = get_global_id(0), row = get_global_id(1) * ROWS;
-    if (col >= N) return;
-    float acc[ROWS];
-    for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
-    const int rows = min(ROWS, M - row);
-    if (rows == ROWS) {
-        for (int k = 0; k < K; ++k) {
-            const float b = B[(long)k * N + col];
-            for (int r = 0; r < ROWS; ++r) acc[r] += A[(long)(row + r) * K + k] * b;
-        }
-    } else {
-        for (int k = 0; k < K; ++k) {
-            const float b = B[(long)k * N + col];
-            for (int r = 0; r < rows; ++r) acc[r] += A[(long)(row + r) * K + k] * b;
-        }
+// GPUs: tiled in local memory. A work-group of TS x RTS work-items computes a TS x TS tile of C,
+// walking K in steps of TS: the group loads a TS x TS tile of A and of B into local memory (each
+// global element once, neighbouring work-items reading neighbouring addresses), meets at a
+// barrier, and each work-item adds TS products to WPT rows of its column from local memory (a
+// row of the A tile is one broadcast read, a row of the B tile one bank each). Elements past M,
+// N or K load as zeros. Launch: global = (ceil(N / TS) * TS, ceil(M / TS) * RTS), local =
+// (TS, RTS).
+#define TS 32
+#define WPT 4
+#define RTS (TS / WPT)
+
+// One K step: the tiles' products into acc (As is [row][k], Bs is [k][column]).
+#define TILE_PRODUCTS(As, Bs, acc) \
+    for (int k = 0; k < TS; ++k) { \
+        const float b = Bs[k][tx]; \
+        for (int w = 0; w < WPT; ++w) acc[w] += As[ty + w * RTS][k] * b; \
     }
-    for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = FINISH(acc[r], col);
+
+#define TILE_STORE(C, acc) \
+    for (int w = 0; w < WPT; ++w) { \
+        const int row = get_group_id(1) * TS + ty + w * RTS; \
+        if (row < M && col < N) C[(long)row * N + col] = FINISH(acc[w], col); \
+    }
+
+__kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
+void nn_gemm_tiled(__global const float* restrict A, __global const float* restrict B,
+                   __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
+    __local float As[TS][TS + 1], Bs[TS][TS];
+    const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
+    float acc[WPT];
+    for (int w = 0; w < WPT; ++w) acc[w] = 0.0f;
+    for (int t = 0; t < K; t += TS) {
+        for (int w = 0; w < WPT; ++w) {
+            const int r = ty + w * RTS, arow = get_group_id(1) * TS + r;
+            As[r][tx] = (arow < M && t + tx < K) ? A[(long)arow * K + t + tx] : 0.0f;
+            Bs[r][tx] = (t + r < K && col < N) ? B[(long)(t + r) * N + col] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TILE_PRODUCTS(As, Bs, acc)
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    TILE_STORE(C, acc)
 }
 
-// B transposed, GPUs: as nn_gemm, each work-item walking its column's row of B.
-__kernel void nn_gemm_nt(__global const float* restrict A, __global const float* restrict B,
-                         __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
-    const int col = get_global_id(0), row = get_global_id(1) * ROWS;
-    if (col >= N) return;
-    const int rows = min(ROWS, M - row);
-    const __global float* b = B + (long)col * K;
-    float acc[ROWS];
-    for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
-    for (int k = 0; k < K; ++k) {
-        const float bk = b[k];
-        for (int r = 0; r < rows; ++r) acc[r] += A[(long)(row + r) * K + k] * bk;
+// B transposed (B[N, K]), GPUs: the B tile is read along K (neighbouring work-items, neighbouring
+// addresses) and stored transposed into local memory, padded against bank conflicts.
+__kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
+void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* restrict B,
+                      __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
+    __local float As[TS][TS + 1], Bs[TS][TS + 1];
+    const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
+    float acc[WPT];
+    for (int w = 0; w < WPT; ++w) acc[w] = 0.0f;
+    for (int t = 0; t < K; t += TS) {
+        for (int w = 0; w < WPT; ++w) {
+            const int r = ty + w * RTS, arow = get_group_id(1) * TS + r, bcol = get_group_id(0) * TS + r;
+            As[r][tx] = (arow < M && t + tx < K) ? A[(long)arow * K + t + tx] : 0.0f;
+            Bs[tx][r] = (bcol < N && t + tx < K) ? B[(long)bcol * K + t + tx] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TILE_PRODUCTS(As, Bs, acc)
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (int r = 0; r < rows; ++r) C[(long)(row + r) * N + col] = FINISH(acc[r], col);
+    TILE_STORE(C, acc)
 }
 
 // CPU devices (PoCL): a register-blocked micro-kernel in explicit vectors. Each work-item

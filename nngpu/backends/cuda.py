@@ -315,4 +315,5 @@ class CudaBackend(Backend):
 
 
 PROVIDER = Provider("cuda", CudaBackend, lambda: 3 if available() else None, package="cupy",
-                    install="pip install 'nngpu[cuda]' (CuPy for CUDA 13 + NVRTC 13.0) or 'nngpu[cuda12]'", targets=(TARGET,))
+                    install="pip install 'nngpu[cuda]' (CuPy for CUDA 13 + NVRTC 13.0) or 'nngpu[cuda12]'",
+                    targets=(TARGET,))

@@ -15,8 +15,9 @@ from ..hal.types import DeviceType
 from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, kernel_template
 
-GEMM_ROWS = 8  # rows of C per work-item, as in kernels/gemm.cl
+GEMM_ROWS = 8  # rows of C per work-item of nn_gemm_vec, as in kernels/gemm.cl
 NT_BLOCK = 4   # rows and columns of C per work-item of nn_gemm_nt_vec (NT_ROWS, NT_COLS there)
+GPU_TILE, GPU_TILE_ROWS = 32, 8   # the GPU kernels' tile of C and work-group (TS and RTS there)
 CPU_WORK_GROUP = 256
 
 
@@ -197,19 +198,22 @@ class OpenCLBackend(Backend):
     def kernel(self, program, name: str):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
-    def _gemm_unit(self, n: int, b_transposed: bool, epilogue: bool) -> tuple[str, str, tuple[int, int]]:
-        """(source, kernel name, (columns, rows) of C per work-item) of the GEMM schedule for this
-        device. On a CPU device, explicit-vector micro-kernels: B as [K, N] takes 8 rows by a vector
-        of 16 columns where N allows, else 8; B transposed takes 4 by 4 dot products 16 lanes wide.
-        On a GPU one column per work-item, coalesced where B is [K, N]. With the epilogue, the
-        same kernels add the bias and clamp as they store."""
+    def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: bool) -> tuple[str, str, Grid]:
+        """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
+        device, explicit-vector micro-kernels: B as [K, N] takes 8 rows by a vector of 16 columns
+        where N allows, else 8; B transposed takes 4 by 4 dot products 16 lanes wide. On a GPU,
+        32 x 32 tiles of C in local memory, 4 rows a work-item. With the epilogue, the same
+        kernels add the bias and clamp as they store."""
         text = ("#define EPILOGUE\n" if epilogue else "") + kernel_template("gemm.cl")
-        if not self.device.type & self.cl.device_type.CPU:
-            return text, "nn_gemm_nt" if b_transposed else "nn_gemm", (1, GEMM_ROWS)
+        if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
+            tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
+            return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
         if b_transposed:
-            return "#define VW 16\n" + text, "nn_gemm_nt_vec", (NT_BLOCK, NT_BLOCK)
-        width = 16 if n % 16 == 0 else 8
-        return f"#define VW {width}\n" + text, "nn_gemm_vec", (width, GEMM_ROWS)
+            cols, rows, name, text = NT_BLOCK, NT_BLOCK, "nn_gemm_nt_vec", "#define VW 16\n" + text
+        else:
+            cols = 16 if n % 16 == 0 else 8
+            rows, name, text = GEMM_ROWS, "nn_gemm_vec", f"#define VW {cols}\n" + text
+        return text, name, Grid((-(-n // cols), -(-m // rows)), None)
 
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.
@@ -221,12 +225,11 @@ class OpenCLBackend(Backend):
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None):
-        source, name, (cols, rows) = self._gemm_unit(n, b_transposed, epilogue is not None)
+        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue is not None)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         extra = [] if epilogue is None else [epilogue[0], np.float32(epilogue[1]), np.float32(epilogue[2])]
         kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k), *extra)
-        size = ((n + cols - 1) // cols, (m + rows - 1) // rows)
-        return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, size, None)
+        return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
     def timed(self, run) -> int:
         """On a second queue with PROFILING_ENABLE, after the plan's queue has drained."""

@@ -228,7 +228,8 @@ class _KernelWriter:
         if comp:  # (s, c) pairs: s + e is x + y exactly (TwoSum), and the true sum is s - c
             x, y, s, d, e = (self.fresh(n) for n in ("x", "y", "s", "d", "e"))
             pc = self.comp
-            self.line(f"        {t} {x} = {part}[{lid}], {y} = {part}[{lid} + {half}], {s} = {x} + {y}, {d} = {s} - {x};")
+            self.line(f"        {t} {x} = {part}[{lid}], {y} = {part}[{lid} + {half}];")
+            self.line(f"        {t} {s} = {x} + {y}, {d} = {s} - {x};")
             self.line(f"        {t} {e} = ({x} - ({s} - {d})) + ({y} - {d});")
             self.line(f"        {part}[{lid}] = {s}; {pc}[{lid}] = ({pc}[{lid}] + {pc}[{lid} + {half}]) - {e};")
         else:

@@ -70,7 +70,9 @@ class Schedule:
 
     def flat(self, size: int) -> Grid:
         """The launch of a hand-written kernel that runs one thread per work item, `size` of them."""
-        return Grid((size,), None) if self.group is None else Grid((-(-size // self.group) * self.group,), (self.group,))
+        if self.group is None:
+            return Grid((size,), None)
+        return Grid((-(-size // self.group) * self.group,), (self.group,))
 
 
 def block_reduce(kernel: Kernel, group: int) -> Reduce | None:

@@ -1,4 +1,5 @@
-"""kernels/gemm.cl on the OpenCL device here: every schedule (the GPUs' and the CPU devices'),
+"""kernels/gemm.cl on the OpenCL device here: every schedule (the GPUs' tiles in local memory and
+the CPU devices' vectors),
 with B as [K, N] and transposed, plain and with the bias-and-clamp epilogue, against numpy on
 sizes past the last whole block and vector;
 and a convolution's or fully connected layer's weights read by the GEMM in place, in the model's
@@ -10,7 +11,7 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.backends.base import kernel_template
-from nngpu.backends.opencl import GEMM_ROWS, NT_BLOCK
+from nngpu.backends.opencl import GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK
 from nngpu.compiler.steps import GemmStep
 from nngpu.driver.device import Device
 
@@ -19,11 +20,19 @@ from .test_opencl import plan_of
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
-# name, VW defined before the source (None: the GPU schedules), B transposed, (columns, rows) per work-item
-SCHEDULES = [("nn_gemm", None, False, (1, GEMM_ROWS)), ("nn_gemm_nt", None, True, (1, GEMM_ROWS)),
-             ("nn_gemm_vec", 8, False, (8, GEMM_ROWS)), ("nn_gemm_vec", 16, False, (16, GEMM_ROWS)),
-             ("nn_gemm_nt_vec", 16, True, (NT_BLOCK, NT_BLOCK))]
-SIZES = [(1, 1, 1), (9, 37, 33), (64, 48, 16), (13, 100, 70)]
+def _per_item(cols: int, rows: int):
+    return lambda m, n: ((-(-n // cols), -(-m // rows)), None)
+
+
+def _tiles(m: int, n: int):
+    return (-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS)
+
+
+# name, VW defined before the source (None: the GPU schedules), B transposed, (global, local) for (m, n)
+SCHEDULES = [("nn_gemm_tiled", None, False, _tiles), ("nn_gemm_nt_tiled", None, True, _tiles),
+             ("nn_gemm_vec", 8, False, _per_item(8, GEMM_ROWS)), ("nn_gemm_vec", 16, False, _per_item(16, GEMM_ROWS)),
+             ("nn_gemm_nt_vec", 16, True, _per_item(NT_BLOCK, NT_BLOCK))]
+SIZES = [(1, 1, 1), (9, 37, 33), (64, 48, 16), (13, 100, 70), (70, 33, 65)]
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +42,9 @@ def backend():
 
 @pytest.mark.parametrize("epilogue", [False, True], ids=["plain", "epilogue"])
 @pytest.mark.parametrize("m, n, k", SIZES)
-@pytest.mark.parametrize("name, vw, b_transposed, block", SCHEDULES, ids=lambda v: str(v))
-def test_schedule_matches_numpy(backend, name, vw, b_transposed, block, m, n, k, epilogue):
+@pytest.mark.parametrize("name, vw, b_transposed, launch", SCHEDULES,
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_schedule_matches_numpy(backend, name, vw, b_transposed, launch, m, n, k, epilogue):
     if vw == 8 and n % 16 == 0:
         pytest.skip("VW 8 is the schedule for N that 16 does not divide")
     rng = np.random.default_rng(m * 1000 + n + k)
@@ -48,8 +58,7 @@ def test_schedule_matches_numpy(backend, name, vw, b_transposed, block, m, n, k,
     backend.upload(bufs[3], bias)
     extra = [bufs[3], np.float32(-0.5), np.float32(1.5)] if epilogue else []  # a clamp that bites both ways
     kernel.set_args(*bufs[:3], np.int32(m), np.int32(n), np.int32(k), *extra)
-    cols, rows = block
-    backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, (-(-n // cols), -(-m // rows)), None)
+    backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, *launch(m, n))
     c = np.empty((m, n), np.float32)
     backend.download(bufs[2], c)
     want = np.clip(a @ b + bias, -0.5, 1.5) if epilogue else a @ b

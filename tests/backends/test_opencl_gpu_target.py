@@ -1,0 +1,63 @@
+"""The OpenCL GPU target's schedules run somewhere in CI: PoCL runs a plan lowered for a GPU
+(GEMMs tiled in local memory, B as [K, N] and transposed, with the bias-and-clamp epilogue; a
+slice's statistic in a work-group; the driver's work-groups for the rest) and it matches the
+reference. How fast it runs on a CPU says nothing; that it is right does."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nngpu
+from nngpu import backends
+from nngpu.backends.opencl import TARGET as GPU
+from nngpu.compiler.lower import device_plan
+from nngpu.compiler.steps import GemmStep
+from nngpu.json_models import build_model, load_file
+from nngpu.modelutil import as_model_1_3
+from nngpu.runtime.interpreter import GraphRunner
+
+from ..compiler.test_block_reduce import CASES as REDUCTIONS
+from ..compiler.test_gemm import CASES as GEMMS
+from ..ops.test_shape_functions import case_inputs
+
+pytestmark = pytest.mark.skipif("opencl" not in backends.device_backends(), reason="no OpenCL device here")
+DEMO = Path(nngpu.__file__).resolve().parent / "data" / "demo_cnn.json"
+
+
+def _demo():
+    case = load_file(DEMO)[0]
+    model = as_model_1_3(build_model(case))
+    return model, case_inputs(case, model)
+
+
+def _one_input(make):
+    def model_and_inputs():
+        model, x = make()
+        return model, [x]
+    return model_and_inputs
+
+
+MODELS = {**{f"gemm-{k}": _one_input(f) for k, f in GEMMS.items()},
+          "softmax-1000": REDUCTIONS["softmax-1000"], "mean-4096": REDUCTIONS["mean-4096"], "demo": _demo}
+
+
+@pytest.fixture(scope="module")
+def gpu_on_pocl():
+    backend = backends.create("opencl")
+    backend.target = GPU
+    return backend
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_plan_for_a_gpu_matches_the_reference(gpu_on_pocl, name):
+    model, inputs = MODELS[name]()
+    plan = device_plan(GraphRunner(as_model_1_3(model)), gpu_on_pocl)
+    with np.errstate(all="ignore"):
+        got = plan.execute(list(inputs))
+        want = plan.reference.run(list(inputs))
+    if name.startswith("gemm-"):
+        assert any(isinstance(s, GemmStep) for seg in plan._last for s in seg.spec.steps)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=5e-5)
