@@ -2,8 +2,8 @@
 # The GPU check, for a machine with an NVIDIA GPU (driver 580 or newer): install the CUDA, test
 # and TFLite extras and ai-edge-litert; run the CUDA graph / NVRTC / GEMM tests, the MediaPipe
 # models on CUDA against TFLite (correctness), the IBuffer tests on CUDA, the CUDA conformance
-# sweep, graph replay against step-by-step launching and the latency against TFLite; print one
-# summary table. Every step has a time limit and all of them together fit in BUDGET seconds
+# sweep, graph replay against step-by-step launching, the latency against TFLite and, per model,
+# the CUDA latency and launches per execution; print one summary table. Every step has a time limit and all of them together fit in BUDGET seconds
 # (default 540: 9 minutes). Logs go to $OUT (default ./gpu-check-out).
 #
 #   bash ci/gpu-check.sh                 # makes .venv-gpu and installs into it
@@ -88,18 +88,19 @@ step() {
 }
 
 export NNGPU_BENCH_ROUNDS="${NNGPU_BENCH_ROUNDS:-10}"
-step "CUDA graph, NVRTC, GEMM tests" 100 "$OUT/unit.txt" \
+step "CUDA graph, NVRTC, GEMM tests" 95 "$OUT/unit.txt" \
     "$PY" -m pytest -q -n 4 tests/compiler/test_replay.py tests/compiler/test_nvrtc_unit.py \
     tests/compiler/test_capture.py tests/compiler/test_gemm.py -k "cuda or replay or nvrtc or capture or path"
-step "MediaPipe on CUDA vs TFLite" 100 "$OUT/models.txt" \
+step "MediaPipe on CUDA vs TFLite" 90 "$OUT/models.txt" \
     "$PY" -m pytest -q tests/tflite/test_models.py -k "cuda or import"
-step "IBuffer tests on CUDA" 60 "$OUT/ibuffer.txt" "$PY" -m pytest -q tests/driver/test_buffer.py -k cuda
-step "CUDA conformance sweep (sync)" 150 "$OUT/cts-cuda.txt" \
+step "IBuffer tests on CUDA" 45 "$OUT/ibuffer.txt" "$PY" -m pytest -q tests/driver/test_buffer.py -k cuda
+step "CUDA conformance sweep (sync)" 140 "$OUT/cts-cuda.txt" \
     "$PY" -m nngpu cts -q --backend cuda --path sync --json "$OUT/cts-cuda.jsonl"
-step "graph replay vs step by step" 60 "$OUT/bench-plan.txt" \
+step "graph replay vs step by step" 50 "$OUT/bench-plan.txt" \
     "$PY" -m pytest -q bench/test_bench_device_plan.py -k cuda --benchmark-json="$OUT/bench-plan.json"
-step "latency vs TFLite" 90 "$OUT/bench-tflite.txt" \
+step "latency vs TFLite" 75 "$OUT/bench-tflite.txt" \
     "$PY" -m pytest -q bench/test_bench_tflite.py -k "test_tflite or cuda" --benchmark-json="$OUT/bench-tflite.json"
+step "per model: latency, launches" 45 "$OUT/model-latency.txt" "$PY" ci/model_latency.py --backend cuda
 
 {
     printf '\n== summary (%ss in all)\n' "$((SECONDS - START))"
@@ -108,5 +109,7 @@ step "latency vs TFLite" 90 "$OUT/bench-tflite.txt" \
     grep -E "^FAILED" "$OUT/cts-cuda.txt" "$OUT/unit.txt" "$OUT/models.txt" "$OUT/ibuffer.txt" 2>/dev/null | head -10
     sed -n '/^CUDA plan/,/^$/p' "$OUT/bench-plan.txt"
     sed -n '/^nngpu \/ TFLite/,/^$/p' "$OUT/bench-tflite.txt"
+    printf '\nCUDA per model (ci/model_latency.py):\n'
+    cat "$OUT/model-latency.txt" 2>/dev/null
 } | tee "$OUT/summary.txt"
 exit $FAILED

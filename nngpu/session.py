@@ -121,6 +121,10 @@ class Session(NamedIO):
         inside the driver's plans); host partitions are not counted."""
         return self._run.device_placement()
 
+    def device_launches(self) -> int:
+        """Kernels and GEMM calls the last execution launched on the driver's device."""
+        return self._run.device_launches()
+
     def close(self) -> None:
         for _, run in self._prepared.values():
             run.close()

@@ -198,3 +198,7 @@ class WholeModelRun:
     def device_placement(self) -> tuple[int, int]:
         """(operations the last execution ran in device kernels, operations it ran on the host)."""
         return self.prepared.executor.placement()
+
+    def device_launches(self) -> int:
+        """Kernels and GEMM calls the last execution launched on the device."""
+        return self.prepared.executor.launches()

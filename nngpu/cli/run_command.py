@@ -169,6 +169,7 @@ def run(args) -> int:
                 raise CLIError(str(e), 1) from e
             outputs = session.output_arrays()
             placement = session.device_placement()
+            launches = session.device_launches()
     for t, a in zip(named.outputs, outputs):
         print(f"output {t.name}: {summarize(a)}")
     stats = _percentiles(steady)
@@ -176,7 +177,8 @@ def run(args) -> int:
     print(f"steady state over {stats['count']} runs after {args.warmup} warm-up (ms): p50 {stats['p50_ms']:.3f}  "
           f"p90 {stats['p90_ms']:.3f}  p99 {stats['p99_ms']:.3f}  min {stats['min_ms']:.3f}  mean {stats['mean_ms']:.3f}")
     print(f"placement: {session.placement}")
-    print(f"device plans: {placement[0]} operations in device kernels, {placement[1]} on the host")
+    print(f"device plans: {placement[0]} operations in device kernels, {placement[1]} on the host; "
+          f"{launches} device launches (kernels and GEMMs) a run")
     if out_dir is not None:
         import numpy as np
 
@@ -193,7 +195,7 @@ def run(args) -> int:
                   "threads": args.threads, "prepare_ms": session.prepare_s * 1e3, "first_run_ms": first / 1e3,
                   "warmup_runs": args.warmup, "steady": stats,
                   "placement": {"device_operations": placement[0], "host_operations": placement[1],
-                                "partitions": session.placement},
+                                "launches_per_run": launches, "partitions": session.placement},
                   "outputs": {t.name: list(a.shape) for t, a in zip(named.outputs, outputs)},
                   "peak_rss_mb": _peak_rss_mb()}
         json_path.write_text(json.dumps(report, indent=2, default=float) + "\n")

@@ -31,3 +31,8 @@ class Executor(Protocol):
     def placement(self) -> tuple[int, int]:
         """(operations the last execution ran in device kernels, operations it ran on the host)."""
         ...
+
+    def launches(self) -> int:
+        """Device launches of the last execution: generated and hand-written kernels, GEMM calls
+        (a replayed CUDA graph counts the launches it holds)."""
+        ...

@@ -50,6 +50,9 @@ class GraphRunner:
     def placement(self) -> tuple[int, int]:
         return 0, len(self.model.main.operations)
 
+    def launches(self) -> int:
+        return 0
+
     def run(self, inputs: Sequence[np.ndarray | None], graph_index: int = 0,
             deadline_ns: int | None = None) -> list[np.ndarray]:
         """Run subgraph `graph_index` (0 = main) on its input values; return its outputs.

@@ -94,6 +94,9 @@ class NumpyPlan:
     def placement(self) -> tuple[int, int]:
         return 0, len(self.model.main.operations)
 
+    def launches(self) -> int:
+        return 0
+
     def _get(self, key: Shapes) -> _Sets:
         sets = self._bound.get(key)
         if sets is None:

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import profiling
 from ..backends.base import Backend, DeviceValue, ProgramSet
-from ..compiler.steps import Known, SegmentSpec
+from ..compiler.steps import GemmStep, KernelStep, Known, SegmentSpec, TemplateStep
 from ..ops.lib.dtypes import dtype_of
 from .executor import Deliver, Value
 from .interpreter import GraphRunner
@@ -97,6 +97,9 @@ class Plan:
     # ---- running ------------------------------------------------------------------------------
     def placement(self) -> tuple[int, int]:
         return sum(s.spec.device_ops for s in self._last), sum(s.spec.host_ops for s in self._last)
+
+    def launches(self) -> int:
+        return sum(isinstance(step, (KernelStep, TemplateStep, GemmStep)) for s in self._last for step in s.spec.steps)
 
     def execute(self, inputs: Sequence, deliver: Deliver | None = None, deadline_ns: int | None = None) -> list[Value]:
         """The Executor contract (runtime/executor.py). The outputs still on the device reach

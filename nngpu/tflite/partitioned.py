@@ -75,3 +75,6 @@ class PartitionedRun:
     def device_placement(self) -> tuple[int, int]:
         runs = [s.device_placement() for s in self.steps if isinstance(s, WholeModelRun)]
         return sum(r[0] for r in runs), sum(r[1] for r in runs)
+
+    def device_launches(self) -> int:
+        return sum(s.device_launches() for s in self.steps if isinstance(s, WholeModelRun))

@@ -28,7 +28,25 @@ def test_demo_inputs_by_name_and_outputs_by_name(capsys, tmp_path):
     n = len(case.raw["main"]["operations"])
     assert report["placement"]["device_operations"] + report["placement"]["host_operations"] == n
     assert report["placement"]["partitions"] == f"{n} operations: 1 partition on numpy ({n})"
+    assert report["placement"]["launches_per_run"] == 0   # the numpy plan launches nothing
     assert f"placement: {n} operations: 1 partition on numpy ({n})" in capsys.readouterr().out
+
+
+def test_device_launches_a_run_are_the_plans_kernels_and_gemms(capsys, tmp_path):
+    from nngpu.backends import device_backends
+    from nngpu.compiler.steps import GemmStep, KernelStep, TemplateStep
+    from nngpu.session import Session
+
+    if "opencl" not in device_backends():
+        pytest.skip("no OpenCL device here")
+    assert main(["run", str(DEMO), "--backend", "opencl", "--repeat", "1", "--json", str(tmp_path / "r.json")]) == 0
+    launches = json.loads((tmp_path / "r.json").read_text())["placement"]["launches_per_run"]
+    assert f"; {launches} device launches (kernels and GEMMs) a run" in capsys.readouterr().out
+    with Session(DEMO, "opencl") as session:
+        session.run(session.named.example_inputs)
+        steps = [s for seg in session.prepared.executor._last for s in seg.spec.steps]
+        assert launches == session.device_launches() == sum(
+            isinstance(s, (KernelStep, TemplateStep, GemmStep)) for s in steps) > 0
 
 
 @pytest.mark.parametrize("model", [None, DEMO])
