@@ -11,11 +11,11 @@ import math
 import string
 from dataclasses import dataclass, field
 
-from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Reduce, ReduceOut, Select, Unary,
-                       Var, all_children, bound_by, walk)
+from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Loop, Reduce, ReduceOut, Select,
+                       Unary, Var, all_children, bound_by, walk)
 from ..ir.kernel import Kernel
 from ..ir.narrow import INT_MAX
-from ..ir.schedule import Schedule
+from ..ir.schedule import Schedule, constant_prefix
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
 
@@ -213,6 +213,41 @@ class _KernelWriter:
         head += [f"    {r.types[k.index.dtype]} i = {r.group_id};", f"    int {self.lid} = {r.local_id};"]
         return head, ["}"]
 
+    def enter(self, loops: list[Loop]) -> None:
+        """A level inside loops whose counters are named: their lets and guards, in order."""
+        parent = self.levels[-1]
+        bound = {id(loop.var) for loop in loops} | {id(var) for loop in loops for var, _ in loop.lets}
+        level = _Level(parent.lines, parent.depth + 1, bound)
+        self.levels.append(level)
+        self.open.append(level)
+        types = self.r.types
+        for loop in loops:
+            for var, expr in loop.lets:
+                name = self.fresh(var.name)
+                self.line(f"{types[var.dtype]} {name} = {self.emit(expr)};")
+                self.names[id(var)] = name
+            for guard in loop.guards:
+                self.line(f"if (!{self.emit(guard)}) continue;")
+
+    def open_shared(self, loops: list[Loop], bounds: list[tuple[int, int]]) -> _Level:
+        """The loops a work-group shares, as one flattened range that each thread walks in steps
+        of the group: each counter is recovered from the flat index. Returns the parent level."""
+        parent, types = self.levels[-1], self.r.types
+        parent.at = len(parent.lines)
+        extents = [stop - start for start, stop in bounds]
+        f = self.fresh("f")
+        inner = math.prod(extents)
+        self.line(f"for (int {f} = {self.lid}; {f} < {inner}; {f} += {self.schedule.reduce_group}) {{")
+        for k, (loop, (start, _)) in enumerate(zip(loops, bounds)):
+            inner //= extents[k]
+            div = f if inner == 1 else f"{f} / {inner}"
+            index = div if k == 0 else f"{div} % {extents[k]}" if inner == 1 else f"({div}) % {extents[k]}"
+            v = self.fresh(loop.var.name)
+            self.names[id(loop.var)] = v
+            parent.lines.append("    " * (parent.depth + 1) + f"{types[loop.var.dtype]} {v} = {start} + {index};")
+        self.enter(loops)
+        return parent
+
     def emit_tree(self, red: Reduce, acc: str, comp: str | None) -> str:
         """After a work-group's threads folded their parts of `red` into `acc` (Kahan: with
         `comp`): the parts combined by halving, each step behind the group's barrier; the
@@ -391,29 +426,19 @@ class _KernelWriter:
             outer.memo[id(out)] = accs[k][0]
         opened = []
         shared = red is self.block
-        for n, loop in enumerate(red.loops):
+        flat = constant_prefix(red) if shared else []
+        if flat:
+            opened.append(self.open_shared(red.loops[:len(flat)], flat))
+        for loop in red.loops[len(flat):]:
             start = self.emit(loop.start) if isinstance(loop.start, Expr) else str(loop.start)
             stop = self.emit(loop.stop) if isinstance(loop.stop, Expr) else str(loop.stop)
             v = self.fresh(loop.var.name)
             self.names[id(loop.var)] = v
             parent = self.levels[-1]
             parent.at = len(parent.lines)
-            if shared and n == 0:  # the work-group's threads take every group-th iteration each
-                step = f"{v} += {self.schedule.reduce_group}"
-                start = f"{start} + {self.lid}"
-            else:
-                step = f"++{v}"
-            self.line(f"for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; {step}) {{")
-            level = _Level(parent.lines, parent.depth + 1, {id(loop.var)} | {id(var) for var, _ in loop.lets})
-            self.levels.append(level)
-            self.open.append(level)
+            self.line(f"for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; ++{v}) {{")
+            self.enter([loop])
             opened.append(parent)
-            for var, expr in loop.lets:
-                name = self.fresh(var.name)
-                self.line(f"{types[var.dtype]} {name} = {self.emit(expr)};")
-                self.names[id(var)] = name
-            for guard in loop.guards:
-                self.line(f"if (!{self.emit(guard)}) continue;")
         for acc, (name, comp) in zip(red.accs, accs):
             value = self.emit(acc.body)
             t = types[acc.init.dtype]

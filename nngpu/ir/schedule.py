@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .expr import Const, Expr, Reduce, Select
 from .kernel import Kernel
+from .narrow import INT_MAX
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,24 @@ class Schedule:
         return Grid((-(-size // self.group) * self.group,), (self.group,))
 
 
+def constant_prefix(red: Reduce) -> list[tuple[int, int]]:
+    """(start, stop) of the reduction's leading loops whose bounds are constants: the loops a
+    work-group shares, walked as one flattened range."""
+    bounds = []
+    for loop in red.loops:
+        start, stop = (b.value if isinstance(b, Const) else b for b in (loop.start, loop.stop))
+        if not (isinstance(start, int) and isinstance(stop, int)):
+            break
+        bounds.append((start, max(stop, start)))
+    return bounds
+
+
 def block_reduce(kernel: Kernel, group: int) -> Reduce | None:
     """The one reduction of `kernel` that a work-group of `group` threads can share: every output
     computes exactly one Reduce, outside any select branch (every thread of the group must reach
-    the group's barriers), with one associative accumulator and a first loop of constant bounds
-    at least `group` long (each thread takes a strided part of it). None otherwise."""
+    the group's barriers), with one associative accumulator and leading loops of constant bounds
+    that together make at least `group` iterations (each thread takes every group-th of them).
+    None otherwise."""
     found: list[Reduce] = []
     branched: list[Reduce] = []
     seen: set[tuple[int, bool]] = set()
@@ -106,8 +120,7 @@ def block_reduce(kernel: Kernel, group: int) -> Reduce | None:
     red = found[0]
     if len(red.accs) != 1 or not red.accs[0].associative:
         return None
-    first = red.loops[0]
-    start, stop = (b.value if isinstance(b, Const) else b for b in (first.start, first.stop))
-    if not (isinstance(start, int) and isinstance(stop, int)) or stop - start < group:
+    iterations = math.prod(stop - start for start, stop in constant_prefix(red))
+    if not group <= iterations <= INT_MAX:
         return None
     return red

@@ -32,6 +32,12 @@ def _softmax(shape, beta=1.0):
                            [output(T.TENSOR_FLOAT32, list(shape))]), [x]
 
 
+def _log_softmax(shape, axis):
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    return single_op_model(Op.LOG_SOFTMAX, [tensor(T.TENSOR_FLOAT32, x), scalar(T.FLOAT32, 1.0), scalar(T.INT32, axis)],
+                           [output(T.TENSOR_FLOAT32, list(shape))]), [x]
+
+
 def _softmax_u8(shape):
     x = rng.integers(0, 256, shape).astype(np.uint8)
     return single_op_model(Op.SOFTMAX, [tensor(T.TENSOR_QUANT8_ASYMM, x, 0.1, 128), scalar(T.FLOAT32, 1.0)],
@@ -56,13 +62,24 @@ def _mean(shape, axes):
                            [output(T.TENSOR_FLOAT32, out)]), [x]
 
 
+def _instance_norm(shape):
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    ins = [tensor(T.TENSOR_FLOAT32, x), scalar(T.FLOAT32, 1.5), scalar(T.FLOAT32, 0.25), scalar(T.FLOAT32, 1e-3),
+           scalar(T.BOOL, False)]
+    return single_op_model(Op.INSTANCE_NORMALIZATION, ins, [output(T.TENSOR_FLOAT32, list(shape))]), [x]
+
+
 CASES = {
     "softmax-1000": lambda: _softmax((2, 1000)),
     "softmax-ragged-3001": lambda: _softmax((1, 3001), beta=0.5),
     "softmax-u8-1000": lambda: _softmax_u8((3, 1000)),
+    "log-softmax-axis-0": lambda: _log_softmax((2000, 3), 0),
     "reduce-max-nan": lambda: _reduce(Op.REDUCE_MAX, (3, 700), [1], nan=True),
     "reduce-sum-2-axes": lambda: _reduce(Op.REDUCE_SUM, (300, 2, 5), [0, 2]),
     "mean-4096": lambda: _mean((2, 4096), [1]),
+    # axes shorter than the group, 1,600 iterations together: one flattened range
+    "reduce-sum-hw": lambda: _reduce(Op.REDUCE_SUM, (2, 40, 40, 3), [1, 2]),
+    "instance-norm-40x40": lambda: _instance_norm((1, 40, 40, 8)),
 }
 
 
