@@ -9,13 +9,17 @@ import os
 import pkgutil
 from typing import TYPE_CHECKING
 
-from .base import Backend, BackendUnavailable, Provider
+from .base import Backend, Provider
 
 if TYPE_CHECKING:
     from ..compiler.target import Target
 
 __all__ = ["Backend", "BackendUnavailable", "Provider", "create", "device_backends", "names", "providers",
            "resolve", "targets"]
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend exists but cannot run here: its package is missing or it sees no device."""
 
 
 @functools.cache
@@ -73,6 +77,6 @@ def device_backends() -> list[str]:
     return [n for n, p in providers().items() if p.targets and p.preference() is not None]
 
 
-def targets() -> dict[str, "Target"]:
+def targets() -> dict[str, Target]:
     """Every kernel target by name: what `nngpu kernels --target` renders, no device needed."""
     return {t.name: t for p in providers().values() for t in p.targets}

@@ -134,10 +134,6 @@ def compiling_for(programs: ProgramSet) -> Iterator[None]:
         _PROGRAMS.reset(token)
 
 
-class BackendUnavailable(RuntimeError):
-    """The backend exists but cannot run here: its package is missing or it sees no device."""
-
-
 @dataclass(frozen=True)
 class Provider:
     """What a backend module offers the package: its module-level PROVIDER, found by discovery

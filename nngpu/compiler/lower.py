@@ -27,9 +27,9 @@ from .fusion import Result, View, inlined_outputs, results_of
 from .infer import Inference, infer, initial_known
 from .library import has_template, specialise
 from .memory_plan import plan_slots
-from .target import Target
 from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
                     Transfer)
+from .target import Target
 
 log = logging.getLogger("nngpu.compiler")
 
