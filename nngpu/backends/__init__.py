@@ -40,23 +40,38 @@ def names() -> list[str]:
 def resolve(name: str) -> str:
     """"auto" (or $NNGPU_BACKEND): the usable backend that prefers itself most here (CUDA when
     CuPy sees a GPU, else an OpenCL GPU, else an OpenCL CPU device, else numpy: see each
-    Provider.preference). Unknown names raise ValueError."""
+    Provider.preference). "NAME:N" names device N of a backend that lists its devices (nngpu
+    info). Unknown names raise ValueError."""
     if name == "auto":
         name = os.environ.get("NNGPU_BACKEND", "auto")
     if name == "auto":
         ranked = [(p.preference(), n) for n, p in providers().items()]
         return max((rank, n) for rank, n in ranked if rank is not None)[1]
-    if name not in providers():
-        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(providers())} or auto")
+    _split(name)
     return name
+
+
+def _split(name: str) -> tuple[Provider, int | None]:
+    """The provider and device index of a backend name ("opencl", "opencl:1"); ValueError."""
+    base, colon, index = name.partition(":")
+    provider = providers().get(base)
+    if provider is None:
+        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(providers())} or auto")
+    if not colon:
+        return provider, None
+    if provider.devices is None:
+        raise ValueError(f"backend {name!r}: {base} has one device, named {base}")
+    if not index.isdigit():
+        raise ValueError(f"backend {name!r}: the device index after ':' must be a number (nngpu info lists them)")
+    return provider, int(index)
 
 
 def create(name: str) -> Backend:
     """The backend object for a resolved name; BackendUnavailable (one line: why, and what to
     install) when it cannot run on this machine."""
-    provider = providers()[name]
+    provider, index = _split(name)
     try:
-        return provider.create()
+        return provider.create() if index is None else provider.create(index)
     except ImportError as e:
         package = provider.package or ""
         if e.name and e.name.split(".")[0] == package:

@@ -140,11 +140,14 @@ class Provider:
     (backends/__init__.py). Adding a backend is adding one module that declares one."""
 
     name: str
-    create: Callable[[], "Backend"]         # raises ImportError without its package, else why not
+    create: Callable[..., "Backend"]        # (index: device N of `devices`, None: its own choice);
+                                            # raises ImportError without its package, else why not
     preference: Callable[[], int | None]    # how much `auto` wants it on this machine; None: unusable
     package: str | None = None              # the import it needs
     install: str = ""                       # how to install that: one line
     targets: tuple[Target, ...] = ()        # how kernels are written for it (by device); none: it compiles none
+    # the devices it sees here, in `name:N` order; None: one, implicit (no `name:N`)
+    devices: Callable[[], list[str]] | None = None
 
 
 class DeviceHealth:

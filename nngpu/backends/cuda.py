@@ -110,6 +110,22 @@ def available() -> bool:
         return False
 
 
+def devices() -> list[str]:
+    """The GPUs CuPy sees, in `cuda:N` order (none without CuPy, a driver or a GPU)."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.is_hip:
+            return []
+        found = []
+        for k in range(cupy.cuda.runtime.getDeviceCount()):
+            props = cupy.cuda.runtime.getDeviceProperties(k)
+            found.append(f"{props['name'].decode()} (sm_{props['major']}{props['minor']})")
+        return found
+    except Exception:
+        return []
+
+
 def compile_cubin(source: str, name: str, arch: str = "sm_90", options: tuple[str, ...] = ()) -> bytes:
     """NVRTC: CUDA C → cubin for `arch` (works without a GPU)."""
     from cupy.cuda import nvrtc
@@ -145,11 +161,17 @@ class CudaBackend(Backend):
     target = TARGET
     device_type = DeviceType.GPU
 
-    def __init__(self) -> None:
+    def __init__(self, index: int | None = None) -> None:
         import cupy
 
         if cupy.cuda.runtime.is_hip:
             raise RuntimeError(HIP_REASON)
+        if index:
+            count = cupy.cuda.runtime.getDeviceCount()
+            if index >= count:
+                raise RuntimeError(f"no CUDA device {index}: this machine has {count} (nngpu info lists them)")
+            # every CuPy call would have to run with that GPU current, on every thread
+            raise RuntimeError(f"cuda:{index}: the cuda backend runs on the first GPU (cuda:0) only, for now")
         super().__init__()
         self.cp = cupy
         dev = cupy.cuda.Device()
@@ -316,4 +338,4 @@ class CudaBackend(Backend):
 
 PROVIDER = Provider("cuda", CudaBackend, lambda: 3 if available() else None, package="cupy",
                     install="pip install 'nngpu[cuda]' (CuPy for CUDA 13 + NVRTC 13.0) or 'nngpu[cuda12]'",
-                    targets=(TARGET,))
+                    targets=(TARGET,), devices=devices)

@@ -55,16 +55,37 @@ def _target(name: str, schedule: Schedule) -> Target:
 # mean) takes a work-group of 256. On a CPU device work-groups are CPU_WORK_GROUP (PoCL's own
 # choice ran the MediaPipe face detector 12% slower, with a longer tail), and one work-item walks
 # each statistic's slice: its local memory is ordinary memory, its barriers cost.
+# (A work-group of 16 or 64 per statistic there ran EfficientNet B0's MEANs 20% faster on PoCL
+# but no model measurably faster: the group's strided loads become gathers.)
 TARGET = _target("opencl", Schedule(group=None, reduce_group=256))
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP))
 
 
-def _pick_device(cl):
+def _pick_device(cl, index: int | None = None):
+    """Device `index` of every platform's devices in order (`opencl:N`), else the first GPU, else
+    the first device."""
     devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     if not devices:
         raise RuntimeError("no OpenCL device")
+    if index is not None:
+        if index >= len(devices):
+            raise RuntimeError(f"no OpenCL device {index}: this machine has {len(devices)} (nngpu info lists them)")
+        return devices[index]
     gpus = [d for d in devices if d.type & cl.device_type.GPU]
     return (gpus or devices)[0]
+
+
+def devices() -> list[str]:
+    """The OpenCL devices here, in `opencl:N` order (none where pyopencl is missing)."""
+    try:
+        import pyopencl as cl
+
+        with _signals_held():
+            found = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except Exception:
+        return []
+    kind = lambda d: "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "other"  # noqa: E731
+    return [f"{d.name.strip()} ({d.platform.name.strip()}, {kind(d)})" for d in found]
 
 
 @contextlib.contextmanager
@@ -96,8 +117,9 @@ def available() -> tuple[bool, bool]:
 
 
 @functools.cache
-def unusable() -> str | None:
-    """Why the device the backend would pick cannot build an OpenCL C kernel, or None. PoCL 3.0
+def unusable(index: int | None = None) -> str | None:
+    """Why the device the backend would pick (device `index`) cannot build an OpenCL C kernel,
+    or None. PoCL 3.0
     (the one pyopencl's wheels carry, on LLVM 14) names a CPU newer than its LLVM "generic",
     which clang then refuses ("unknown target CPU"), so a device that lists fine may not compile."""
     import pyopencl as cl
@@ -107,7 +129,7 @@ def unusable() -> str | None:
     def probe() -> None:  # in a thread of its own, holding the signals: see _signals_held
         try:
             with _signals_held():
-                context = cl.Context([_pick_device(cl)])
+                context = cl.Context([_pick_device(cl, index)])
                 cl.Program(context, "__kernel void nn_probe(__global float *a) { a[0] = exp(a[0]); }").build()
         except Exception as e:
             failure.append(e)
@@ -130,16 +152,17 @@ class OpenCLBackend(Backend):
     # progress bar advance (and give an ETA) at about 6 % more build time than one program.
     kernels_per_unit = 16
 
-    def __init__(self) -> None:
+    def __init__(self, index: int | None = None) -> None:
         import pyopencl as cl
 
         super().__init__()
-        reason = unusable()
+        with _signals_held():
+            self.device = _pick_device(cl, index)   # an index past the devices: why, first
+        reason = unusable(index)
         if reason is not None:
             raise RuntimeError(reason)
         self.cl = cl
         with _signals_held():
-            self.device = _pick_device(cl)
             self.context = cl.Context([self.device])
             self.queue = cl.CommandQueue(self.context)
         self.device_type = DeviceType.GPU if self.device.type & cl.device_type.GPU else DeviceType.CPU
@@ -283,4 +306,4 @@ def _preference() -> int | None:
 
 PROVIDER = Provider("opencl", OpenCLBackend, _preference, package="pyopencl",
                     install="pip install 'nngpu[opencl]' (a GPU driver) or 'nngpu[opencl-cpu]' (PoCL, a CPU device)",
-                    targets=(TARGET, CPU_TARGET))
+                    targets=(TARGET, CPU_TARGET), devices=devices)

@@ -1,5 +1,6 @@
-"""`nngpu info`: every backend and whether it runs here, the one `auto` picks, and the
-capabilities and supported operations of the chosen backend."""
+"""`nngpu info`: every backend and whether it runs here (with each device it sees, as
+`--backend NAME:N` names it), the one `auto` picks, and the capabilities and supported
+operations of the chosen backend."""
 from __future__ import annotations
 
 from .common import open_device, resolve_backend
@@ -30,6 +31,9 @@ def run(args) -> int:
             print(f"  {name:7s} unavailable: {str(e).split(': ', 1)[-1]}")
             continue
         print(f"  {name:7s} {dev.getVersionString()[1]}, type {dev.getType()[1].name}")
+        listed = backends.providers()[name].devices
+        for k, device in enumerate(listed() if listed else []):   # what --backend NAME:N picks
+            print(f"    {name}:{k}  {device}")
     env = os.environ.get("NNGPU_BACKEND")
     print(f"auto picks: {auto}" + (f" (NNGPU_BACKEND={env})" if env else ""))
     dev = open_device(chosen)
