@@ -97,23 +97,18 @@ def block_reduce(kernel: Kernel, group: int) -> Reduce | None:
     found: list[Reduce] = []
     branched: list[Reduce] = []
     seen: set[tuple[int, bool]] = set()
-
-    def visit(node: Expr, in_branch: bool) -> None:
+    todo: list[tuple[Expr, bool]] = [(kernel.value, False)]   # (node, inside a select branch)
+    while todo:
+        node, in_branch = todo.pop()
         if (id(node), in_branch) in seen:
-            return
+            continue
         seen.add((id(node), in_branch))
         if isinstance(node, Reduce):
             (branched if in_branch else found).append(node)
-            return
-        if isinstance(node, Select):
-            visit(node.cond, in_branch)
-            visit(node.a, True)
-            visit(node.b, True)
-            return
-        for child in node.children():
-            visit(child, in_branch)
-
-    visit(kernel.value, False)
+        elif isinstance(node, Select):
+            todo += [(node.cond, in_branch), (node.a, True), (node.b, True)]
+        else:
+            todo += [(child, in_branch) for child in node.children()]
     reduces = {id(r): r for r in found + branched}
     if len(reduces) != 1 or branched:
         return None
@@ -121,6 +116,6 @@ def block_reduce(kernel: Kernel, group: int) -> Reduce | None:
     if len(red.accs) != 1 or not red.accs[0].associative:
         return None
     iterations = math.prod(stop - start for start, stop in constant_prefix(red))
-    if not group <= iterations <= INT_MAX:
+    if not group <= iterations <= INT_MAX or kernel.size * group > INT_MAX:   # 32-bit thread and flat indices
         return None
     return red

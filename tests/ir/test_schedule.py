@@ -14,6 +14,8 @@ from nngpu import backends
 from nngpu.backends.cuda import TARGET as CUDA
 from nngpu.backends.opencl import TARGET as OPENCL
 from nngpu.compiler.lower import device_plan, lower_model
+from nngpu.ir.expr import Buffer, Load, Loop, Var, reduce_sum
+from nngpu.ir.kernel import Kernel
 from nngpu.ir.schedule import Grid, Schedule
 from nngpu.json_models import build_model, load_file
 from nngpu.modelutil import as_model_1_3
@@ -90,3 +92,19 @@ def test_several_outputs_a_thread_give_the_same_bits_on_opencl(name):
     plain = _run(backend, model, inputs)
     backend.target = dataclasses.replace(backend.target, schedule=ODD)
     assert _bits(_run(backend, model, inputs)) == _bits(plain)
+
+
+def _row_sums(wrap):
+    """A kernel over 4 outputs, each the sum of a 1,000-long row, its value `wrap(sum, i)`."""
+    i, j, x = Var("i", "long"), Var("j", "long"), Buffer(0, "float")
+    total = reduce_sum([Loop(j, 1000)], Load(x, i * 1000 + j))
+    return Kernel("nn_rows", Buffer(1, "float"), (4,), i, wrap(total, i))
+
+
+def test_a_work_group_shares_only_a_reduction_every_thread_reaches():
+    gpu = Schedule(group=256, reduce_group=256)
+    assert gpu.block_reduce(_row_sums(lambda s, i: s / 1000.0)) is not None
+    assert gpu.launch(_row_sums(lambda s, i: s)) == Grid((4 * 256,), (256,))
+    # inside a select branch only some outputs compute it: the group's barriers would not meet
+    assert gpu.block_reduce(_row_sums(lambda s, i: (i > 1).where(s, 0.0))) is None
+    assert Schedule(group=256).block_reduce(_row_sums(lambda s, i: s)) is None   # a CPU target: none
