@@ -7,7 +7,6 @@ The committed (reduced) models always run; the int8 models of a generated zoo fo
 (NNGPU_ZOO_DIR, default $XDG_CACHE_HOME/nngpu/zoo; `ZOO_ARGS=--full-size bash zoo/run.sh`)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,12 @@ litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-liter
 
 from nngpu.session import Session, random_inputs  # noqa: E402
 
-from .common import show_summary  # noqa: E402
+from .common import ZOO_DIR, show_summary  # noqa: E402
 
 ZOO = Path(__file__).resolve().parents[1] / "tests" / "data" / "zoo"
-_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-GENERATED = Path(os.environ.get("NNGPU_ZOO_DIR", _CACHE / "nngpu" / "zoo"))
 # name -> file: the committed models, then the generated folder's (named "zoo:NAME").
 PATHS = {p.stem: p for p in sorted(ZOO.glob("*int8*.tflite"))}
-PATHS.update({f"zoo:{p.stem}": p for p in sorted(GENERATED.glob("*int8*.tflite"))})
+PATHS.update({f"zoo:{p.stem}": p for p in sorted(ZOO_DIR.glob("*int8*.tflite"))})
 MODELS = list(PATHS)
 RESULTS: dict[tuple[str, str], float] = {}
 

@@ -10,19 +10,15 @@ second, measured, is what every later run of the model costs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
 
-from .common import show_summary  # noqa: E402
+from .common import show_summary, zoo_model  # noqa: E402
 
-_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-ZOO = Path(os.environ.get("NNGPU_ZOO_DIR", _CACHE / "nngpu" / "zoo"))
 MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0")
 RESULTS: dict[tuple[str, str], float] = {}
 
@@ -62,9 +58,7 @@ def ratio_table(request):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_tflite_peak(name):
-    path = ZOO / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is missing: run zoo/run.sh")
+    path = zoo_model(name)
     out = subprocess.run([sys.executable, "-c", _TFLITE, str(path)], capture_output=True, text=True, check=True)
     RESULTS[(name, "tflite")] = float(out.stdout.strip().splitlines()[-1])
 
@@ -80,9 +74,7 @@ def test_device_alone_peak(backend):
 @pytest.mark.parametrize("backend", ["numpy", "opencl"])
 @pytest.mark.parametrize("name", MODELS)
 def test_nngpu_run_peak(name, backend, tmp_path):
-    path = ZOO / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is missing: run zoo/run.sh")
+    path = zoo_model(name)
     report = tmp_path / "run.json"
     for _ in range(2):
         done = subprocess.run([sys.executable, "-m", "nngpu", "run", str(path), "--backend", backend, "--repeat", "2",

@@ -23,12 +23,10 @@ from nngpu.tflite import load_tflite  # noqa: E402
 from nngpu.tflite.models import MODELS  # noqa: E402
 from nngpu.session import Session, random_inputs  # noqa: E402
 
-from .common import mediapipe_model, show_summary  # noqa: E402
+from .common import mediapipe_model, show_summary, zoo_model  # noqa: E402
 
 ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "5"))
 TFLITE_ROUNDS = 50
-_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-ZOO = Path(os.environ.get("NNGPU_ZOO_DIR", _CACHE / "nngpu" / "zoo"))
 ZOO_MODELS = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")   # float, full size
 NAMES = sorted(MODELS) + [f"zoo:{n}" for n in ZOO_MODELS]
 
@@ -79,12 +77,7 @@ def ratio_table(request):
 
 
 def _path(name: str) -> Path:
-    if not name.startswith("zoo:"):
-        return mediapipe_model(name)
-    path = ZOO / f"{name[4:]}.tflite"
-    if not path.exists():
-        pytest.skip(f"{path} is missing: run ZOO_ARGS=--full-size bash zoo/run.sh")
-    return path
+    return zoo_model(name[4:]) if name.startswith("zoo:") else mediapipe_model(name)
 
 
 @pytest.fixture(scope="module", params=NAMES)
