@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nngpu.cli.run_command import timed_runs  # noqa: E402
 from nngpu.session import Session, random_inputs  # noqa: E402
 from nngpu.tflite import load_tflite  # noqa: E402
 from nngpu.tflite.models import MODELS, find_model  # noqa: E402
@@ -26,8 +26,9 @@ from nngpu.tflite.models import MODELS, find_model  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ci/model_latency.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="cuda")
-    ap.add_argument("--repeat", type=int, default=20, help="timed runs after 3 warm-up runs (default 20)")
+    ap.add_argument("--repeat", type=int, default=20, help="timed runs after the first and 2 warm-up runs (default 20)")
     args = ap.parse_args(argv)
+    args.warmup = 2   # as `nngpu run --warmup 2`: the first run, then 2 more, untimed
     if args.repeat < 1:
         ap.error(f"--repeat: {args.repeat} is below 1")
     print(f"{'model':30s} {'p50 ms':>8s} {'launches/run':>13s}  precision")
@@ -40,20 +41,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             imported = load_tflite(path)
             with Session(imported, args.backend) as session:
-                session.set_inputs(random_inputs(imported.inputs, seed=0))
-                for _ in range(3):
-                    session.execute()
-                times = []
-                for _ in range(args.repeat):
-                    t0 = time.perf_counter()
-                    session.execute()
-                    times.append(time.perf_counter() - t0)
+                _, steady_us = timed_runs(session, random_inputs(imported.inputs, seed=0), args)
                 launches = session.device_launches()
         except Exception as e:  # one model's failure is its line; the others still run
             failed = 1
             print(f"{name:30s} {'FAIL':>8s} {'-':>13s}  {type(e).__name__}: {str(e).splitlines()[0][:80]}", flush=True)
             continue
-        print(f"{name:30s} {statistics.median(times) * 1e3:8.2f} {launches:13d}  float32 (relaxed float16 "
+        print(f"{name:30s} {statistics.median(steady_us) / 1e3:8.2f} {launches:13d}  float32 (relaxed float16 "
               f"not implemented)", flush=True)
     return failed
 
