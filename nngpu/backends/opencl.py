@@ -61,10 +61,14 @@ TARGET = _target("opencl", Schedule(group=None, reduce_group=256))
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP))
 
 
+def _all_devices(cl) -> list:
+    """Every platform's devices, in order: what `opencl:N` counts."""
+    return [d for p in cl.get_platforms() for d in p.get_devices()]
+
+
 def _pick_device(cl, index: int | None = None):
-    """Device `index` of every platform's devices in order (`opencl:N`), else the first GPU, else
-    the first device."""
-    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    """Device `index` of _all_devices (`opencl:N`), else the first GPU, else the first device."""
+    devices = _all_devices(cl)
     if not devices:
         raise RuntimeError("no OpenCL device")
     if index is not None:
@@ -81,7 +85,7 @@ def devices() -> list[str]:
         import pyopencl as cl
 
         with _signals_held():
-            found = [d for p in cl.get_platforms() for d in p.get_devices()]
+            found = _all_devices(cl)
     except Exception:
         return []
     kind = lambda d: "GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU else "other"  # noqa: E731
@@ -108,7 +112,7 @@ def available() -> tuple[bool, bool]:
         import pyopencl as cl
 
         with _signals_held():
-            devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+            devices = _all_devices(cl)
     except Exception:
         return False, False
     if not devices or unusable() is not None:

@@ -64,16 +64,13 @@ class Schedule:
 
     def grid(self, size: int) -> Grid:
         """The launch of a kernel over `size` outputs (threads past it return at once)."""
-        threads = -(-size // self.per_thread)
+        return self.flat(-(-size // self.per_thread))
+
+    def flat(self, threads: int) -> Grid:
+        """`threads` threads in whole groups (a hand-written kernel runs one per work item)."""
         if self.group is None:
             return Grid((threads,), None)
         return Grid((-(-threads // self.group) * self.group,), (self.group,))
-
-    def flat(self, size: int) -> Grid:
-        """The launch of a hand-written kernel that runs one thread per work item, `size` of them."""
-        if self.group is None:
-            return Grid((size,), None)
-        return Grid((-(-size // self.group) * self.group,), (self.group,))
 
 
 def constant_prefix(red: Reduce) -> list[tuple[int, int]]:
