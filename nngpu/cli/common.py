@@ -13,13 +13,13 @@ if TYPE_CHECKING:
     from ..named_model import NamedModel
 
 
-def open_device(backend: str) -> "Device":
-    """The Device on `backend`, or a CLIError saying why it cannot be had here."""
+def open_device(backend: str, name: str | None = None) -> "Device":
+    """The Device on `backend` (named `name`), or a CLIError saying why it cannot be had here."""
     from ..backends import BackendUnavailable
     from ..driver.device import Device
 
     try:
-        return Device(backend)
+        return Device(backend, name)
     except BackendUnavailable as e:
         raise CLIError(str(e), 1) from e
     except ValueError as e:  # an unknown name

@@ -1,4 +1,4 @@
-"""`nngpu serve`: host a Device for other processes (nngpu.connect) on a Unix socket.
+"""`nngpu serve`: host one Device, or one per --device, for other processes (nngpu.connect) on a Unix socket.
 
 The socket is mode 0600, by default $XDG_RUNTIME_DIR/nngpu/nngpu.sock (else
 /tmp/nngpu-UID/nngpu.sock) in a folder of mode 0700; only peers of this uid are served unless
@@ -10,10 +10,14 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..service.process import MAX_CLIENTS
-from .common import int_in, open_device
+from .common import int_in, open_device, resolve_backend
 from .errors import CLIError
+
+if TYPE_CHECKING:
+    from ..service.device_keeper import ServedDevices
 
 log = logging.getLogger("nngpu.cli")
 
@@ -23,7 +27,11 @@ def add_parser(sub, common) -> None:
                        description=__doc__.split("\n\n")[0])
     s.add_argument("--socket", metavar="PATH", help="the socket to listen on (default: "
                    "$XDG_RUNTIME_DIR/nngpu/nngpu.sock, else /tmp/nngpu-UID/nngpu.sock)")
-    s.add_argument("--backend", default="auto", help="the device's backend (default: auto)")
+    s.add_argument("--backend", help="the device's backend, for one device (default: auto)")
+    s.add_argument("--device", metavar="BACKEND[:N]", action="append", default=[],
+                   help="serve a device of this backend (cuda:1, opencl:0: nngpu info lists them), named "
+                        "nngpu-BACKEND-N; repeat it to serve several, one IDevice each (nngpu.connect(PATH, "
+                        "device=NAME) picks one; the first is the default)")
     s.add_argument("--allow-uid", metavar="UID", type=int_in(0, 2**32 - 2), action="append", default=[],
                    help="also serve peers of this uid (repeatable; default: only this uid)")
     s.add_argument("--max-clients", metavar="N", type=int_in(1, 4096), default=MAX_CLIENTS,
@@ -31,6 +39,20 @@ def add_parser(sub, common) -> None:
     s.set_defaults(func=run)
 
 
+def _served(specs: list[str]) -> "ServedDevices":
+    """A device for each of `specs`, by name, each renewed after a device fault; CLIError for
+    one that cannot be opened or one named twice."""
+    from ..service.device_keeper import DeviceKeeper, ServedDevices
+
+    devices: dict[str, DeviceKeeper] = {}
+    for spec in specs:
+        backend = resolve_backend(spec)
+        name = "nngpu-" + backend.replace(":", "-")
+        if name in devices:
+            raise CLIError(f"--device {spec}: {backend} is served already")
+        first = open_device(backend, name)
+        devices[name] = DeviceKeeper(lambda b=backend, n=name: open_device(b, n), first)
+    return ServedDevices(devices)
 
 
 class _Stop(Exception):
@@ -42,13 +64,13 @@ def _stop(signum, _frame) -> None:
 
 
 def run(args) -> int:
-    from ..service.device_keeper import DeviceKeeper
     from ..service.listen import ListenError, Listener, default_socket_path
     from ..service.process import accept_loop
 
     path = Path(args.socket) if args.socket else default_socket_path()
-    first = open_device(args.backend)
-    device = DeviceKeeper(lambda: open_device(args.backend), first)   # renewed after a device fault
+    if args.device and args.backend:
+        raise CLIError("--backend names one device, --device one or more: give one of them")
+    devices = _served(args.device or [args.backend or "auto"])
     # Our handlers before the socket exists, so that no signal can leave the file behind.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stop)
@@ -56,10 +78,11 @@ def run(args) -> int:
     listener = None
     try:
         listener = Listener(path, strict_dir=args.socket is None)
-        print(f"nngpu serve: {device.backend_name} on {path}"
+        names = ", ".join(f"{n} ({devices.get(n).backend_name})" for n in devices.names())
+        print(f"nngpu serve: {names} on {path}"
               + (f", also for uids {', '.join(map(str, sorted(allowed)))}" if allowed else ""),
               file=sys.stderr, flush=True)
-        accept_loop(listener.sock, device, allowed, args.max_clients)
+        accept_loop(listener.sock, devices, allowed, args.max_clients)
     except ListenError as e:
         raise CLIError(str(e), 1) from e
     except _Stop as e:

@@ -396,6 +396,7 @@ CALLS: dict[str, dict[str, Field]] = {
     # nngpu.connect's IDevice proxy. With a callback id, prepare and executeAsync answer the
     # launch status at once and notify later with a call back: prepared / executed.
     "info": {},
+    "select": {"device": text(MAX_NAME)},  # which of the service's devices this client uses
     "capabilities": {"version": HAL_VERSION},
     "supported": {"model": MODEL, "version": HAL_VERSION},
     "executeAsync": {"model": ID, "request": REQUEST, "measure": enum(MeasureTiming), "version": HAL_VERSION,
@@ -452,6 +453,7 @@ REPLIES["createExecution"]["execution"] = optional(ID)
 REPLIES["openTokenBurst"]["burst"] = optional(ID)
 REPLIES["fencedInfo"].update(info_status=optional(STATUS), launched=optional(TIMING), after_fences=optional(TIMING))
 REPLIES["info"]["cache_files"] = optional(array(U32, 2))  # getNumberOfCacheFilesNeeded
+REPLIES["info"].update(name=optional(text(MAX_NAME)), devices=optional(array(text(MAX_NAME), 64)))
 
 
 def encode(fields: dict[str, Field], values: dict) -> tuple[dict, list[int]]:

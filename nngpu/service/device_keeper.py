@@ -35,3 +35,27 @@ class DeviceKeeper:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.current(), name)
+
+
+class ServedDevices:
+    """The devices one service serves, by name (`nngpu serve --device A --device B`, as Android
+    registers one IDevice per name): a client names one as it connects, or gets the first."""
+
+    def __init__(self, devices: dict[str, Any]) -> None:
+        if not devices:
+            raise ValueError("a service serves at least one device")
+        self._devices = dict(devices)
+
+    @classmethod
+    def one(cls, device: Any) -> "ServedDevices":
+        return cls({getattr(device, "name", "nngpu"): device})
+
+    @property
+    def default(self) -> Any:
+        return next(iter(self._devices.values()))
+
+    def names(self) -> list[str]:
+        return list(self._devices)
+
+    def get(self, name: str) -> Any | None:
+        return self._devices.get(name)

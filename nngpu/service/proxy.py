@@ -261,8 +261,10 @@ class RemoteDevice(HidlDevice):
     """The IDevice of an `nngpu serve` process (see the module's doc for what is served): the
     driver core's device calls as messages, with the HIDL methods over them (nngpu.hidl)."""
 
-    def __init__(self, link: _Link):
+    def __init__(self, link: _Link, name: str = "", served: tuple[str, ...] = ()):
         self._link = link
+        self.name = name  # this device's name in the service
+        self.served = served  # every device's name there
 
     def _call(self, method: str, op: str, args: dict) -> tuple[ErrorStatus, dict]:
         try:
@@ -345,11 +347,26 @@ class RemoteDevice(HidlDevice):
         self.close()
 
 
-def connect(path: str, hal: str = "hidl"):
+def _select(link: _Link, path: str, device: str) -> None:
+    """Ask the service to serve this connection on `device`; LookupError (the link closed) if it
+    has none of that name."""
+    try:
+        reply = link._conn.call("select", {"device": device}, timeout=HANDSHAKE_TIMEOUT_S)
+        why = None if reply["status"] == ErrorStatus.NONE else reply.get("error") or f"no device {device!r} here"
+    except WireError as e:  # a name the wire cannot carry is no device's
+        why = f"no device {device!r} here: {e}"
+    if why is not None:
+        link.close()
+        raise LookupError(f"{path}: {why}")
+
+
+def connect(path: str, hal: str = "hidl", device: str | None = None):
     """The IDevice served at `path` by `nngpu serve`: its HIDL 1.0-1.3 face, or with hal="aidl"
     its AIDL face (nngpu.aidl over that HIDL 1.3 face, with reusable executions and bursts kept
-    in the service). OSError if nothing listens there; ConnectionRefusedError if the service does not
-    admit this uid; ValueError for another `hal`."""
+    in the service). `device` names one of the service's devices (`nngpu serve --device`; the
+    proxy's `name` and `served` say which it is and which there are); None is its first.
+    OSError if nothing listens there; ConnectionRefusedError if the service does not admit this
+    uid; LookupError for a device it does not serve; ValueError for another `hal`."""
     if hal not in ("hidl", "aidl"):
         raise ValueError(f"hal {hal!r}: choose hidl or aidl")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -360,14 +377,17 @@ def connect(path: str, hal: str = "hidl"):
         raise
     link = _Link(sock)
     try:  # the service closes a peer it does not admit at once: say so here, not at the first call
-        link._conn.call("info", {}, timeout=HANDSHAKE_TIMEOUT_S)
+        if device is not None:
+            _select(link, path, device)
+        info = link._conn.call("info", {}, timeout=HANDSHAKE_TIMEOUT_S)
     except IpcError as e:
         link._conn.closed.wait(HANDSHAKE_TIMEOUT_S)  # the reader reads the service's `bye` first
         link.close()
         why = link._conn.refusal or "the service closed the connection (is this uid admitted?)"
         raise ConnectionRefusedError(f"{path}: {why}") from e
+    remote = RemoteDevice(link, info.get("name", ""), tuple(info.get("devices", ())))
     if hal == "aidl":
         from ..aidl import AidlDevice
 
-        return AidlDevice(RemoteDevice(link))
-    return RemoteDevice(link)
+        return AidlDevice(remote)
+    return remote

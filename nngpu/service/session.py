@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ..hal.interfaces import IBurstCallback
 from ..hal.types import (ErrorStatus, ExecutionPreference, MeasureTiming, MemoryPool, Model, OptionalTimeoutDuration,
                          OptionalTimePoint, Priority)
+from .device_keeper import ServedDevices
 from .notices import ExecutedNotice, PreparedNotice, SentHandle
 from .reusable_calls import KeptFull, ReusableCalls, result_reply
 from .wire import CALL_TIMEOUT_S, Connection, IpcError
@@ -59,10 +60,13 @@ class _RemoteCallback(IBurstCallback):
 
 
 class Session(ReusableCalls):
-    """One client connection to the service: its prepared models and bursts."""
+    """One client connection to the service: its prepared models and bursts, on the device it
+    selected (the service's first when it selects none)."""
 
     def __init__(self, device, sock: socket.socket, on_end: Callable[[], None] | None = None):
-        self.device = device
+        self.served = device if isinstance(device, ServedDevices) else ServedDevices.one(device)
+        self.device_name = self.served.names()[0]
+        self.device = self.served.default
         self._on_end = on_end
         self.models: dict[int, Any] = {}
         self.bursts: dict[int, Any] = {}
@@ -177,7 +181,23 @@ class Session(ReusableCalls):
         status, extensions = d.getSupportedExtensions()
         _s, model_files, data_files = d.getNumberOfCacheFilesNeeded()
         return {"status": status, "version_string": d.getVersionString()[1], "type": d.getType()[1],
-                "device_status": d.getStatus(), "extensions": extensions, "cache_files": [model_files, data_files]}
+                "device_status": d.getStatus(), "extensions": extensions, "cache_files": [model_files, data_files],
+                "name": self.device_name, "devices": self.served.names()}
+
+    def _op_select(self, args):
+        """Serve this client on the device of that name: before it prepares or allocates anything,
+        as what it made on one device cannot move to another."""
+        name = args["device"]
+        device = self.served.get(name)
+        if device is None:
+            return {"status": ErrorStatus.INVALID_ARGUMENT,
+                    "error": f"no device {name!r} here; served: {', '.join(self.served.names())}"}
+        with self._lock:
+            if self.models or self.buffers or self._preparing:
+                return {"status": ErrorStatus.INVALID_ARGUMENT,
+                        "error": "a client selects its device before it prepares or allocates anything"}
+            self.device, self.device_name = device, name
+        return {"status": ErrorStatus.NONE}
 
     def _op_capabilities(self, args):
         status, caps = self.device.capabilities_of(args["version"])

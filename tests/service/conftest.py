@@ -26,13 +26,14 @@ def serve_env(**extra: str) -> dict:
 
 
 class Served:
-    """`nngpu serve ARGS` running; stderr collected in a file."""
+    """`nngpu serve ARGS` running (on numpy unless ARGS name a --device); stderr collected in a file."""
 
     def __init__(self, socket_path: Path | None, *args: str, env: dict | None = None, wait: bool = True,
                  preexec_fn=None):
         self.path = socket_path
         self._log = tempfile.TemporaryFile()
-        cmd = [sys.executable, "-m", "nngpu", "serve", "--backend", "numpy", *args]
+        backend = [] if "--device" in args else ["--backend", "numpy"]
+        cmd = [sys.executable, "-m", "nngpu", "serve", *backend, *args]
         if socket_path is not None:
             cmd += ["--socket", str(socket_path)]
         self.proc = subprocess.Popen(cmd, stderr=self._log, stdout=subprocess.DEVNULL, env=env or serve_env(),

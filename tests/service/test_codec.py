@@ -92,6 +92,7 @@ def calls_and_replies():
         "release": [{"model": 9}],
         "getMemories": [{"burst": 1, "slots": [0, 5, 2 ** 31 - 1]}],
         "info": [{}],
+        "select": [{"device": "nngpu-opencl-1"}],
         "capabilities": [{"version": v} for v in (10, 11, 12, 13)],
         "supported": [{"model": add_model(), "version": 12}, {"model": model_1_3(), "version": 13}],
         "executeAsync": [{"model": 2, "request": request, "measure": MeasureTiming.YES, "version": 13,
@@ -133,7 +134,7 @@ def calls_and_replies():
     device = Device("numpy")
     replies["capabilities"] += [{"status": ErrorStatus.NONE, "capabilities": get()[1]} for get in (
         device.getCapabilities, device.getCapabilities_1_1, device.getCapabilities_1_2, device.getCapabilities_1_3)]
-    replies["info"][-1]["cache_files"] = [1, 2]
+    replies["info"][-1].update(cache_files=[1, 2], name="nngpu-cuda-0", devices=["nngpu-cuda-0", "nngpu-cuda-1"])
     replies["executeFenced"].append({"status": ErrorStatus.NONE, "fence": NativeHandle([mem.fd]), "fenced": 2})
     replies["fencedInfo"].append({"status": ErrorStatus.NONE, "info_status": ErrorStatus.MISSED_DEADLINE_PERSISTENT,
                                   "launched": Timing(1, 2), "after_fences": Timing(3, 4)})
