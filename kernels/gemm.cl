@@ -2,8 +2,6 @@
 // transposed (B[N,K]: a filter or weight matrix read in place, in the model's own layout).
 // Two schedules each: the backend picks nn_gemm_tiled / nn_gemm_nt_tiled on GPUs and
 // nn_gemm_vec / nn_gemm_nt_vec on CPU devices.
-#define ROWS 8
-
 // With EPILOGUE defined (a program of its own), every kernel takes the bias of C's columns and
 // the bounds of a fused activation after C, and stores clamp(C + bias): the convolution's or
 // fully connected layer's output, written once. The clamp compares, so NaN stays NaN; no
@@ -88,11 +86,21 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
 }
 
 // CPU devices (PoCL): a register-blocked micro-kernel in explicit vectors. Each work-item
-// computes ROWS rows by VW columns (VW 8 or 16, defined by the backend before this text):
-// one vector load of B and ROWS broadcast loads of A feed ROWS vector multiply-adds. PoCL's
-// implicit vectorization across work-items would gather the A loads instead (3-8x slower).
-// Columns past the last whole vector take the scalar path. Launch: global = (ceil(N / VW),
-// ceil(M / ROWS)).
+// computes ROWS rows by NV vectors of VW columns (VW 8 or 16 and NV defined by the backend
+// before this text): per k, NV vector loads of B and ROWS broadcasts of A feed ROWS * NV vector
+// multiply-adds, each into an accumulator of its own. The loops over rows and vectors are
+// unrolled by pragma: PoCL's compiler does not unroll them itself, and then keeps the
+// accumulators in memory, a load and a store around every multiply-add (3-4x slower). PoCL's
+// implicit vectorization across work-items would gather the A loads instead (3-8x slower). A
+// block past the last row computes that row again and stores only the rows that exist; columns
+// past the last whole block of vectors take the scalar path. Row blocks are the first grid
+// dimension, so the work-items that run one after another share their B panel in cache.
+// Launch: global = (ceil(M / ROWS), ceil(N / (VW * NV))).
+#define ROWS 4
+#ifndef NV
+#define NV 1   // a unit for the transposed kernel defines VW alone
+#endif
+#define UNROLL _Pragma("unroll")
 #ifdef VW
 #define VEC_(n) float##n
 #define VEC(n) VEC_(n)
@@ -120,34 +128,45 @@ FINISH_VEC_DEF(VW)
 #endif
 __kernel void nn_gemm_vec(__global const float* restrict A, __global const float* restrict B,
                           __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
-    const int col = get_global_id(0) * VW, row = get_global_id(1) * ROWS;
+    const int row = get_global_id(0) * ROWS, col = get_global_id(1) * (VW * NV);
     if (col >= N || row >= M) return;
-    const int rows = min(ROWS, M - row);
-    if (col + VW <= N && rows == ROWS) {
-        VEC(VW) acc[ROWS];
-        for (int r = 0; r < ROWS; ++r) acc[r] = (VEC(VW))(0.0f);
-        const __global float* a = A + (long)row * K;
-        for (int k = 0; k < K; ++k) {
-            const VEC(VW) b = VLOAD(VW)(0, B + (long)k * N + col);
-            for (int r = 0; r < ROWS; ++r) acc[r] = fma((VEC(VW))(a[(long)r * K + k]), b, acc[r]);
+    if (col + VW * NV <= N) {
+        VEC(VW) acc[ROWS][NV];
+        const __global float* a[ROWS];
+        UNROLL for (int r = 0; r < ROWS; ++r) {
+            a[r] = A + (long)min(row + r, M - 1) * K;
+            UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = (VEC(VW))(0.0f);
         }
-        for (int r = 0; r < ROWS; ++r) VSTORE(VW)(FINISH_VEC(VW, acc[r], col), 0, C + (long)(row + r) * N + col);
+        const __global float* b = B + col;
+        for (int k = 0; k < K; ++k, b += N) {
+            VEC(VW) bv[NV];
+            UNROLL for (int v = 0; v < NV; ++v) bv[v] = VLOAD(VW)(0, b + v * VW);
+            UNROLL for (int r = 0; r < ROWS; ++r) {
+                const VEC(VW) x = (VEC(VW))(a[r][k]);
+                UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = fma(x, bv[v], acc[r][v]);
+            }
+        }
+        UNROLL for (int r = 0; r < ROWS; ++r) {
+            if (row + r >= M) break;
+            __global float* out = C + (long)(row + r) * N + col;
+            UNROLL for (int v = 0; v < NV; ++v) VSTORE(VW)(FINISH_VEC(VW, acc[r][v], col + v * VW), 0, out + v * VW);
+        }
         return;
     }
-    for (int c = col; c < min(col + VW, N); ++c) {
-        for (int r = 0; r < rows; ++r) {
+    for (int c = col; c < N; ++c) {
+        for (int r = row; r < min(row + ROWS, M); ++r) {
             float s = 0.0f;
-            for (int k = 0; k < K; ++k) s = fma(A[(long)(row + r) * K + k], B[(long)k * N + c], s);
-            C[(long)(row + r) * N + c] = FINISH(s, c);
+            for (int k = 0; k < K; ++k) s = fma(A[(long)r * K + k], B[(long)k * N + c], s);
+            C[(long)r * N + c] = FINISH(s, c);
         }
     }
 }
 
 // B transposed, CPU devices: each work-item computes NT_ROWS rows by NT_COLS columns as dot
-// products along K, VW lanes at a time (rows of A and of B are both contiguous in K), summing
-// the lanes at the end and K's last K % VW terms in scalars. A partial block reads its last
-// row or column again in place of the missing ones and stores only what exists. Launch:
-// global = (ceil(N / NT_COLS), ceil(M / NT_ROWS)).
+// products along K, VW lanes at a time (rows of A and of B are both contiguous in K; the loops
+// over them unrolled, as above), summing the lanes at the end and K's last K % VW terms in
+// scalars. A partial block reads its last row or column again in place of the missing ones and
+// stores only what exists. Launch: global = (ceil(N / NT_COLS), ceil(M / NT_ROWS)).
 #define NT_ROWS 4
 #define NT_COLS 4
 #if VW == 16
@@ -170,18 +189,18 @@ __kernel void nn_gemm_nt_vec(__global const float* restrict A, __global const fl
     const int rows = min(NT_ROWS, M - row), cols = min(NT_COLS, N - col);
     const __global float* a[NT_ROWS];
     const __global float* b[NT_COLS];
-    for (int r = 0; r < NT_ROWS; ++r) a[r] = A + (long)(row + min(r, rows - 1)) * K;
-    for (int c = 0; c < NT_COLS; ++c) b[c] = B + (long)(col + min(c, cols - 1)) * K;
+    UNROLL for (int r = 0; r < NT_ROWS; ++r) a[r] = A + (long)(row + min(r, rows - 1)) * K;
+    UNROLL for (int c = 0; c < NT_COLS; ++c) b[c] = B + (long)(col + min(c, cols - 1)) * K;
     VEC(VW) acc[NT_ROWS][NT_COLS];
-    for (int r = 0; r < NT_ROWS; ++r)
-        for (int c = 0; c < NT_COLS; ++c) acc[r][c] = (VEC(VW))(0.0f);
+    UNROLL for (int r = 0; r < NT_ROWS; ++r)
+        UNROLL for (int c = 0; c < NT_COLS; ++c) acc[r][c] = (VEC(VW))(0.0f);
     int k = 0;
     for (; k + VW <= K; k += VW) {
         VEC(VW) av[NT_ROWS], bv[NT_COLS];
-        for (int r = 0; r < NT_ROWS; ++r) av[r] = VLOAD(VW)(0, a[r] + k);
-        for (int c = 0; c < NT_COLS; ++c) bv[c] = VLOAD(VW)(0, b[c] + k);
-        for (int r = 0; r < NT_ROWS; ++r)
-            for (int c = 0; c < NT_COLS; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
+        UNROLL for (int r = 0; r < NT_ROWS; ++r) av[r] = VLOAD(VW)(0, a[r] + k);
+        UNROLL for (int c = 0; c < NT_COLS; ++c) bv[c] = VLOAD(VW)(0, b[c] + k);
+        UNROLL for (int r = 0; r < NT_ROWS; ++r)
+            UNROLL for (int c = 0; c < NT_COLS; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
     }
     for (int r = 0; r < rows; ++r) {
         float4 s = lane_sums(HALVES(acc[r][0]), HALVES(acc[r][1]), HALVES(acc[r][2]), HALVES(acc[r][3]));

@@ -15,7 +15,8 @@ from ..hal.types import DeviceType
 from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, kernel_template
 
-GEMM_ROWS = 8  # rows of C per work-item of nn_gemm_vec, as in kernels/gemm.cl
+GEMM_ROWS = 4  # rows of C per work-item of nn_gemm_vec, as in kernels/gemm.cl (ROWS there)
+GEMM_COLS = 32  # at most so many columns of C per work-item of nn_gemm_vec (VW * NV there)
 NT_BLOCK = 4   # rows and columns of C per work-item of nn_gemm_nt_vec (NT_ROWS, NT_COLS there)
 GPU_TILE, GPU_TILE_ROWS = 32, 8   # the GPU kernels' tile of C and work-group (TS and RTS there)
 CPU_WORK_GROUP = 256
@@ -59,6 +60,14 @@ def _target(name: str, schedule: Schedule) -> Target:
 # but no model measurably faster: the group's strided loads become gathers.)
 TARGET = _target("opencl", Schedule(group=None, reduce_group=256))
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP))
+
+
+def gemm_vectors(n: int) -> tuple[int, int]:
+    """(VW, NV) of nn_gemm_vec for N columns: the most columns a work-item can take, up to
+    GEMM_COLS, in whole blocks of NV vectors of VW (16 before 8 on a tie); N that 8 does not
+    divide takes one vector of 8 and a scalar tail."""
+    blocks = [(vw * nv, vw, nv) for vw in (16, 8) for nv in range(1, GEMM_COLS // vw + 1) if n % (vw * nv) == 0]
+    return max(blocks, key=lambda b: (b[0], b[1]))[1:] if blocks else (8, 1)
 
 
 def _all_devices(cl) -> list:
@@ -227,8 +236,8 @@ class OpenCLBackend(Backend):
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: bool) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
-        device, explicit-vector micro-kernels: B as [K, N] takes 8 rows by a vector of 16 columns
-        where N allows, else 8; B transposed takes 4 by 4 dot products 16 lanes wide. On a GPU,
+        device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 32 columns
+        (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide. On a GPU,
         32 x 32 tiles of C in local memory, 4 rows a work-item. With the epilogue, the same
         kernels add the bias and clamp as they store."""
         text = ("#define EPILOGUE\n" if epilogue else "") + kernel_template("gemm.cl")
@@ -236,11 +245,11 @@ class OpenCLBackend(Backend):
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
             return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
         if b_transposed:
-            cols, rows, name, text = NT_BLOCK, NT_BLOCK, "nn_gemm_nt_vec", "#define VW 16\n" + text
-        else:
-            cols = 16 if n % 16 == 0 else 8
-            rows, name, text = GEMM_ROWS, "nn_gemm_vec", f"#define VW {cols}\n" + text
-        return text, name, Grid((-(-n // cols), -(-m // rows)), None)
+            text = "#define VW 16\n" + text
+            return text, "nn_gemm_nt_vec", Grid((-(-n // NT_BLOCK), -(-m // NT_BLOCK)), None)
+        vw, nv = gemm_vectors(n)
+        text = f"#define VW {vw}\n#define NV {nv}\n" + text
+        return text, "nn_gemm_vec", Grid((-(-m // GEMM_ROWS), -(-n // (vw * nv))), None)
 
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.

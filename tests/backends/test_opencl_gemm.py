@@ -11,7 +11,7 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.backends.base import kernel_template
-from nngpu.backends.opencl import GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK
+from nngpu.backends.opencl import GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK, gemm_vectors
 from nngpu.compiler.steps import GemmStep
 from nngpu.driver.device import Device
 
@@ -20,19 +20,26 @@ from .test_opencl import plan_of
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
-def _per_item(cols: int, rows: int):
-    return lambda m, n: ((-(-n // cols), -(-m // rows)), None)
+def _dot_blocks(m: int, n: int):
+    return (-(-n // NT_BLOCK), -(-m // NT_BLOCK)), None
+
+
+def _row_blocks(vw: int, nv: int):
+    return lambda m, n: ((-(-m // GEMM_ROWS), -(-n // (vw * nv))), None)
 
 
 def _tiles(m: int, n: int):
     return (-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS)
 
 
-# name, VW defined before the source (None: the GPU schedules), B transposed, (global, local) for (m, n)
-SCHEDULES = [("nn_gemm_tiled", None, False, _tiles), ("nn_gemm_nt_tiled", None, True, _tiles),
-             ("nn_gemm_vec", 8, False, _per_item(8, GEMM_ROWS)), ("nn_gemm_vec", 16, False, _per_item(16, GEMM_ROWS)),
-             ("nn_gemm_nt_vec", 16, True, _per_item(NT_BLOCK, NT_BLOCK))]
-SIZES = [(1, 1, 1), (9, 37, 33), (64, 48, 16), (13, 100, 70), (70, 33, 65)]
+# name, #defines before the source, B transposed, (global, local) for (m, n). The CPU kernel on
+# [K, N] runs with each vector width and count the backend may choose (gemm_vectors).
+SCHEDULES = [pytest.param("nn_gemm_tiled", "", False, _tiles, id="tiled"),
+             pytest.param("nn_gemm_nt_tiled", "", True, _tiles, id="nt_tiled"),
+             *[pytest.param("nn_gemm_vec", f"#define VW {vw}\n#define NV {nv}\n", False, _row_blocks(vw, nv),
+                            id=f"vec_{nv}x{vw}") for vw, nv in [(8, 1), (8, 3), (8, 4), (16, 1), (16, 2)]],
+             pytest.param("nn_gemm_nt_vec", "#define VW 16\n", True, _dot_blocks, id="nt_vec")]
+SIZES = [(1, 1, 1), (9, 37, 33), (64, 48, 16), (13, 100, 70), (70, 33, 65), (6, 48, 40)]
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +49,12 @@ def backend():
 
 @pytest.mark.parametrize("epilogue", [False, True], ids=["plain", "epilogue"])
 @pytest.mark.parametrize("m, n, k", SIZES)
-@pytest.mark.parametrize("name, vw, b_transposed, launch", SCHEDULES,
-                         ids=lambda v: getattr(v, "__name__", str(v)))
-def test_schedule_matches_numpy(backend, name, vw, b_transposed, launch, m, n, k, epilogue):
-    if vw == 8 and n % 16 == 0:
-        pytest.skip("VW 8 is the schedule for N that 16 does not divide")
+@pytest.mark.parametrize("name, defines, b_transposed, launch", SCHEDULES)
+def test_schedule_matches_numpy(backend, name, defines, b_transposed, launch, m, n, k, epilogue):
     rng = np.random.default_rng(m * 1000 + n + k)
     a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     bias = rng.standard_normal(n, dtype=np.float32)
-    source = ("" if vw is None else f"#define VW {vw}\n") + ("#define EPILOGUE\n" if epilogue else "")
+    source = defines + ("#define EPILOGUE\n" if epilogue else "")
     kernel = backend.compile(source + kernel_template("gemm.cl"), [name])[0]
     bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias)]
     backend.upload(bufs[0], a)
@@ -63,6 +67,12 @@ def test_schedule_matches_numpy(backend, name, vw, b_transposed, launch, m, n, k
     backend.download(bufs[2], c)
     want = np.clip(a @ b + bias, -0.5, 1.5) if epilogue else a @ b
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("n, vw, nv", [(16, 16, 1), (24, 8, 3), (32, 16, 2), (48, 8, 3), (96, 16, 2),
+                                       (40, 8, 1), (1000, 8, 1), (1001, 8, 1)])
+def test_the_cpu_kernel_takes_the_most_whole_columns(n, vw, nv):
+    assert gemm_vectors(n) == (vw, nv)
 
 
 @pytest.mark.parametrize("name, in_place", [("conv3x3-in-place", True), ("fully-connected", True),
