@@ -40,10 +40,10 @@ class OpenCLRenderer(CStyleRenderer):
         return super().store(ptr, storage, index, value)
 
 
-def _target(name: str, schedule: Schedule) -> Target:
+def _target(name: str, schedule: Schedule, templates: dict[str, str]) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
-        templates={"depthwise": "depthwise.cl"},
+        templates={"depthwise": "depthwise.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
         # OpenCL's GEMM kernels are explicit-vector micro-kernels, the generated convolution a scalar
         # loop per output: on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds
@@ -58,8 +58,11 @@ def _target(name: str, schedule: Schedule) -> Target:
 # each statistic's slice: its local memory is ordinary memory, its barriers cost.
 # (A work-group of 16 or 64 per statistic there ran EfficientNet B0's MEANs 20% faster on PoCL
 # but no model measurably faster: the group's strided loads become gathers.)
-TARGET = _target("opencl", Schedule(group=None, reduce_group=256))
-CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP))
+# There sums over strided slices (a global average pool) take kernels/column_sum.cl: a work-item
+# sums a vector of neighbouring outputs, as PoCL does not vectorise one-output loops across
+# work-items.
+TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {})
+CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP), {"column_sum": "column_sum.cl"})
 
 
 def gemm_vectors(n: int) -> tuple[int, int]:

@@ -7,7 +7,9 @@ values, zero point included, are summed in int32 and divided with C truncation. 
 axis helpers the softmax, normalization and selection families share.
 
 Every type runs on the device: each output element loops over the elements it reduces (float
-sums compensated, quantized MEAN in 64-bit integers with C's truncating division, exact).
+sums compensated, quantized MEAN in 64-bit integers with C's truncating division, exact). A
+target with a column_sum kernel (OpenCL on CPU devices) sums float32 over a run of middle axes,
+a global average pool say, a vector of neighbouring outputs per thread, with the same bits.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ..ir import Acc, Compute, Const, Expr, Loop, Reduce, reduce_sum
+from ..ir import Acc, BufferTensor, Compute, Const, Expr, Loop, Reduce, Stored, reduce_sum
 from .lib.axes import MAX_RANK, check_max_rank, resolve_axis
 from .lib.device import COPYABLE, types_in
 from .lib.reduce_device import extreme, float_sum, reduced_count, reduced_slice
@@ -171,10 +173,33 @@ def _accumulate(op: Op, loops: list[Loop], v: Expr, count: int) -> Expr:
     return Reduce(loops, [Acc(Const(every, "bool"), v, (lambda a, b: a & b) if every else (lambda a, b: a | b))])
 
 
-def _reduce_device(node: OpNode, ins: list) -> Compute:
+def _column_sum(node: OpNode, x, count: int) -> Stored | None:
+    """The target's column_sum kernel (compiler/library.py) for a float32 MEAN or REDUCE_SUM
+    whose axes are one run with at least 4 elements after it, in vectors that divide them (the
+    input as [B, R, C], the output as [B, C]); None where it does not apply."""
+    op, axes, shape = node.operation.type, node.params.axes, node.in_shape(0)
+    if (op not in (Op.MEAN, Op.REDUCE_SUM) or node.in_operand(0).type != _F32 or not axes
+            or list(axes) != list(range(axes[0], axes[-1] + 1)) or not isinstance(x, BufferTensor)
+            or x.buffer.storage != "float" or not node.has_library("column_sum")):
+        return None
+    b, r, c = (int(np.prod(shape[s], dtype=np.int64)) for s in (slice(0, axes[0]), slice(axes[0], axes[-1] + 1),
+                                                                  slice(axes[-1] + 1, None)))
+    vw = next((v for v in (16, 8, 4) if c % v == 0), None)
+    if vw is None or b * r * c >= 2 ** 31 or r == 0:
+        return None
+    defines: dict[str, object] = dict(VW=vw, B=b, R=r, C=c)
+    if op == Op.MEAN:
+        defines["COUNT"] = f"{float(count)!r}f"   # as the generated kernel writes total / count
+    return Stored(node.library("column_sum", [x], b * c // vw, defines))
+
+
+def _reduce_device(node: OpNode, ins: list) -> Compute | Stored:
     """Each output element loops over the input elements it reduces (float16 in float32)."""
     x, p, op = ins[0], node.params, node.operation.type
     count = reduced_count(node, p.axes)
+    stored = _column_sum(node, x, count)
+    if stored is not None:
+        return stored
 
     def value(c):
         loops, at = reduced_slice(node.in_shape(0), p.axes, p.keep, c)
