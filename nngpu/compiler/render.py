@@ -16,6 +16,7 @@ from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Lo
 from ..ir.kernel import Kernel
 from ..ir.narrow import INT_MAX
 from ..ir.schedule import Schedule, constant_prefix
+from .render_vector import VectorWriter
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
 
@@ -70,6 +71,22 @@ class CStyleRenderer:
             return f"{ptr}[{index}] = ({self.storage_types[storage]})({value});"
         return f"{ptr}[{index}] = {value};"
 
+    # vectors of `n` lanes, for schedules with a vector width (a dialect that has them)
+    def vector_type(self, kind: str, n: int) -> str:
+        raise NotImplementedError(f"{type(self).__name__} writes no vectors")
+
+    def vector_load(self, ptr: str, index: str, n: int) -> str:
+        raise NotImplementedError(f"{type(self).__name__} writes no vectors")
+
+    def vector_store(self, ptr: str, index: str, value: str, n: int) -> str:
+        raise NotImplementedError(f"{type(self).__name__} writes no vectors")
+
+    def vector_select(self, cond: str, a: str, b: str) -> str:
+        raise NotImplementedError(f"{type(self).__name__} writes no vectors")
+
+    def broadcast(self, scalar: str, kind: str, n: int) -> str:
+        raise NotImplementedError(f"{type(self).__name__} writes no vectors")
+
     def param(self, buffer: Buffer, name: str, const: bool) -> str:
         q = "const " if const else ""
         return f"{self.buffer_qualifier}{q}{self.storage_types[buffer.storage]}* {self.restrict} {name}"
@@ -114,7 +131,8 @@ class CStyleRenderer:
         head: list[str] = []
         bodies = []
         for kernel in kernels:
-            writer = _KernelWriter(self, kernel, schedule)
+            lanes = schedule.lanes(kernel)
+            writer = VectorWriter(self, kernel, lanes) if lanes > 1 else _KernelWriter(self, kernel, schedule)
             body = writer.body()
             for part in [*self.prelude(writer.storages), *self.render_helpers(writer.helpers)]:
                 if part not in head:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .expr import Const, Expr, Reduce, Select
 from .kernel import Kernel
 from .narrow import INT_MAX
+from .vectorize import vector_width
 
 
 @dataclass(frozen=True)
@@ -35,16 +36,22 @@ class Schedule:
     sum: see block_reduce) runs a work-group of that many threads per output instead: each thread
     folds a strided part of the reduction, and the group combines the parts as a tree in local
     (shared) memory. Targets without fast local memory (CPU devices) leave it None: there one
-    thread walks each reduction."""
+    thread walks each reduction.
+
+    With `vector` (a width up to 16), a float elementwise kernel (ir/vectorize.py) runs a vector
+    of that many neighbouring outputs a thread, or of 8 or 4 where its size needs them."""
 
     group: int | None = 256
     per_thread: int = 1
     declare_group: bool = False
     reduce_group: int | None = None
+    vector: int = 1
 
     def __post_init__(self) -> None:
         if self.per_thread < 1 or (self.group is not None and self.group < 1):
             raise ValueError(f"a schedule needs positive sizes: {self}")
+        if self.vector < 1 or (self.vector > 1 and self.per_thread > 1):
+            raise ValueError(f"a schedule takes either vectors or several outputs a thread: {self}")
         if self.declare_group and self.group is None:
             raise ValueError("a schedule can declare only a group size it fixes")
         r = self.reduce_group
@@ -60,7 +67,14 @@ class Schedule:
         """The grid a generated kernel runs on (its frame follows the same choice)."""
         if self.block_reduce(kernel) is not None:
             return Grid((kernel.size * self.reduce_group,), (self.reduce_group,))
+        lanes = self.lanes(kernel)
+        if lanes > 1:
+            return self.flat(kernel.size // lanes)
         return self.grid(kernel.size)
+
+    def lanes(self, kernel: Kernel) -> int:
+        """How many outputs of `kernel` a thread computes as one vector (1: none)."""
+        return vector_width(kernel, self.vector) if self.vector > 1 else 1
 
     def grid(self, size: int) -> Grid:
         """The launch of a kernel over `size` outputs (threads past it return at once)."""

@@ -372,5 +372,10 @@ ELU = register(OpSpec(Op.ELU, [sig([_F16, T.FLOAT16], [_F16], V.V1_3), sig([_F32
 @ELU.device(floats(0))
 def _float_elu(node: OpNode, ins: list) -> Compute:
     alpha = float(np.float32(node.scalar(1)))
-    return per_element(node, ins, "float",
-                       lambda x: fn("fmax", x, 0.0) + fn("fmin", 0.0, alpha * (fn("exp", x) - 1.0)), (0,))
+
+    def elu(x: Expr) -> Expr:
+        # max(x, 0) + min(0, alpha * (exp(x) - 1)) by comparisons, NaN staying NaN as in
+        # np.maximum / np.minimum (fmax and fmin would drop it)
+        t = alpha * (fn("exp", x) - 1.0)
+        return (x < 0.0).where(0.0, x) + (t > 0.0).where(0.0, t)
+    return per_element(node, ins, "float", elu, (0,))

@@ -75,10 +75,13 @@ def test_a_device_not_served_and_a_late_choice_are_refused(short_dir):
         with pytest.raises(LookupError, match="no device 'xxx"):
             nngpu.connect(s.path, device="x" * 1000)   # longer than the wire carries
         with nngpu.connect(s.path, device="nngpu-numpy") as device:
-            _sum_on(device)
+            cb = PreparedModelCallback()   # held: a collected model is released in the service
+            assert device.prepareModel_1_1(add_model(), ExecutionPreference.FAST_SINGLE_ANSWER, cb) == ErrorStatus.NONE
+            assert cb.wait(60) and cb.status == ErrorStatus.NONE
             reply = device._link._conn.call("select", {"device": "nngpu-numpy"})
             assert reply["status"] == ErrorStatus.INVALID_ARGUMENT
             assert "before it prepares or allocates anything" in reply["error"]
+            assert cb.prepared_model is not None
     finally:
         assert s.stop() == 0
 
