@@ -1,7 +1,7 @@
 """A lane-wise kernel (ir/vectorize.py) written in explicit vectors: thread t computes outputs
 t * W .. t * W + W - 1 as one vector of W lanes, each lane the scalar kernel's expression
-(loads of the output's own element become one vector load, a load every thread shares and a
-constant are broadcast, `c ? a : b` is a lane select). The size is a multiple of W, so no
+(loads of the output's own element or of a repeated row's become one vector load, a load every
+thread shares and a constant are broadcast, `c ? a : b` is a lane select). The size is a multiple of W, so no
 thread has a partial vector. The dialect spells the vectors (CStyleRenderer's vector hooks)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from ..ir.expr import Binary, Const, Expr, Helper, Load, Select, Unary, Var, walk
 from ..ir.kernel import Kernel
-from ..ir.vectorize import uniform
+from ..ir.vectorize import row_period, uniform
 
 _INFIX = {"+", "-", "*", "/", "<", "<=", ">", ">=", "==", "!=", "&&", "||"}
 
@@ -65,6 +65,9 @@ class VectorWriter:
             ptr = self.params[node.buffer.key]
             if node.index is self.kernel.index:
                 return r.vector_load(ptr, "i", n)
+            period = row_period(node.index, self.kernel)
+            if period is not None:   # lanes i % C .. i % C + n - 1: C is a multiple of n
+                return r.vector_load(ptr, f"(i % {period})", n)
             assert uniform(node.index)
             return r.broadcast(f"{ptr}[{r.literal(node.index)}]", "float", n)
         if isinstance(node, Unary):

@@ -1,8 +1,8 @@
 """Float elementwise kernels in explicit vectors on a target whose schedule has a vector width
-(OpenCL on CPU devices): a kernel whose loads read the output's own element or one constant
-element runs 16, 8 or 4 lanes a work-item, as its size allows, and matches the reference (NaN
-and the infinities included) on PoCL; anything else (a broadcast along an axis, an integer,
-a size no width divides) keeps the scalar kernel. The launch and the kernel agree by
+(OpenCL on CPU devices): a kernel whose loads read the output's own element, a row repeated
+along it or one constant element runs 16, 8 or 4 lanes a work-item, as its size and rows allow,
+and matches the reference (NaN and the infinities included) on PoCL; anything else (a column
+repeated across rows, an integer, a size or row no width divides) keeps the scalar kernel. The launch and the kernel agree by
 construction: both ask the schedule's lanes()."""
 from __future__ import annotations
 
@@ -35,8 +35,15 @@ def _add_uniform(n):
     return [tensor(F32, _values(n)), tensor(F32, np.float32([2.5]), const=True), scalar(T.INT32, 3)], Op.ADD
 
 
-def _add_row(n):
-    return [tensor(F32, _values(n).reshape(-1, 4)), tensor(F32, _values(4), const=True), scalar(T.INT32, 0)], Op.ADD
+def _mul_row(c: int):
+    """x [.., c] times a row [c] repeated along it (a per-channel scale): loads at i % c."""
+    return lambda n: ([tensor(F32, _values(n).reshape(-1, c)), tensor(F32, _values(c)), scalar(T.INT32, 0)], Op.MUL)
+
+
+def _mul_column(n):
+    """x [n / 8, 8] times a column [n / 8, 1] repeated across it: loads at i / 8, scalar."""
+    return [tensor(F32, _values(n).reshape(-1, 8)), tensor(F32, _values(n // 8).reshape(-1, 1)),
+            scalar(T.INT32, 0)], Op.MUL
 
 
 # name: (inputs and op for n elements, the lanes expected at each n)
@@ -46,7 +53,11 @@ CASES = {
     "relu": (_unary(Op.RELU), {64: 16}),
     "elu": (lambda n: ([tensor(F32, _values(n)), scalar(T.FLOAT32, 0.7)], Op.ELU), {6: 1, 16: 16}),
     "add-a-constant-scalar-relu6": (_add_uniform, {32: 16, 20: 4}),
-    "add-along-an-axis": (_add_row, {32: 1}),
+    "mul-a-row-of-32": (_mul_row(32), {64: 16, 96: 16}),
+    "mul-a-row-of-24": (_mul_row(24), {48: 8}),
+    "mul-a-row-of-12": (_mul_row(12), {48: 4}),
+    "mul-a-row-of-6": (_mul_row(6), {48: 1}),
+    "mul-a-column": (_mul_column, {64: 1}),
     "floor": (_unary(Op.FLOOR), {16: 16}),
 }
 
