@@ -220,14 +220,14 @@ def _float_conv(kind: str):
 def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     """The target's hand-written depthwise kernel (compiler/library.py), bias and fused activation
     included, for a float NHWC layer with depth multiplier 1 whose channels make whole vectors of
-    4 or 8 and whose indices fit in 32 bits; None where it does not apply (the generated kernel)."""
+    4, 8 or 16 and whose indices fit in 32 bits; None where it does not apply (the generated kernel)."""
     p, win = node.params, g.win
     x, f, b = ins[:3]
     if (p.nchw or p.multiplier != 1 or g.cout % 4 or node.in_operand(0).type != F32
             or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
-    defines: dict[str, object] = dict(VW=8 if g.cout % 8 == 0 else 4, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
+    defines: dict[str, object] = dict(VW=16 if g.cout % 16 == 0 else 8 if g.cout % 8 == 0 else 4, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
                                       KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
                                       PT=win.pad_top, PL=win.pad_left)
     bounds = activation_bounds(p.activation)
