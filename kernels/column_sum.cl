@@ -4,7 +4,8 @@
 // vectors. One work-item per output walking a strided slice in scalars (the generated kernel)
 // is a chain of dependent adds PoCL does not vectorise across work-items: 9x slower on a
 // 112x112x32 global average pool. Each lane is the generated kernel's compensated (Kahan) sum
-// of its output, the same operations in the same order, and MEAN divides by the same count.
+// of its output, the same operations in the same order (a correction that is not finite
+// dropped, as there), and MEAN divides by the same count.
 // The compiler specialises it per use with #defines before this text: NAME, VW (4, 8 or 16,
 // which divides C), B R C, and COUNT (a float literal) for MEAN. Launch: global = B * (C / VW),
 // 1-D; every index fits in 32 bits (checked at lowering).
@@ -26,6 +27,7 @@ __kernel void NAME(__global const float* restrict x, __global float* restrict ou
         const VEC(VW) y = VLOAD(VW)(0, column + r * C) - comp;
         const VEC(VW) s = acc + y;
         comp = (s - acc) - y;
+        comp = select((VEC(VW))(0.0f), comp, isfinite(comp));   // past an inf: keep it, not NaN
         acc = s;
     }
 #ifdef COUNT

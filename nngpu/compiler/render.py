@@ -31,6 +31,13 @@ def float_literal(x: float) -> str:
     return f"({literal})" if x < 0 else literal
 
 
+def finite_or_zero(comp: str) -> str:
+    """A compensated sum's correction, dropped once it is not finite: past an infinity (or an
+    overflow) it would be inf - inf, and turn the sum's inf into NaN; the reference's sum keeps
+    the inf (and a NaN is in the sum itself)."""
+    return f"((fabs({comp}) <= 3.402823466e+38f) ? {comp} : 0.0f)"
+
+
 class CStyleRenderer:
     kernel_prefix = ""
     buffer_qualifier = ""
@@ -284,7 +291,9 @@ class _KernelWriter:
             self.line(f"        {t} {x} = {part}[{lid}], {y} = {part}[{lid} + {half}];")
             self.line(f"        {t} {s} = {x} + {y}, {d} = {s} - {x};")
             self.line(f"        {t} {e} = ({x} - ({s} - {d})) + ({y} - {d});")
-            self.line(f"        {part}[{lid}] = {s}; {pc}[{lid}] = ({pc}[{lid}] + {pc}[{lid} + {half}]) - {e};")
+            c = self.fresh("c")
+            self.line(f"        {t} {c} = ({pc}[{lid}] + {pc}[{lid} + {half}]) - {e};")
+            self.line(f"        {part}[{lid}] = {s}; {pc}[{lid}] = {finite_or_zero(c)};")
         else:
             update = a.combine(_named(f"{part}[{lid}]", a.init.dtype), _named(f"{part}[{lid} + {half}]", a.init.dtype))
             self.line(f"        {part}[{lid}] = {self.emit(update)};")
@@ -463,7 +472,7 @@ class _KernelWriter:
             if comp:
                 y, s = self.fresh("y"), self.fresh("s")
                 self.line(f"{{ {t} {y} = {value} - {comp}; {t} {s} = {name} + {y}; "
-                          f"{comp} = ({s} - {name}) - {y}; {name} = {s}; }}")
+                          f"{comp} = ({s} - {name}) - {y}; {comp} = {finite_or_zero(comp)}; {name} = {s}; }}")
                 continue
             if not value.isidentifier():
                 v = self.fresh("v")

@@ -44,10 +44,12 @@ def _softmax_u8(shape):
                            [output(T.TENSOR_QUANT8_ASYMM, list(shape), 1 / 256, 0)]), [x]
 
 
-def _reduce(op, shape, axes, nan=False):
+def _reduce(op, shape, axes, nan=False, inf=False):
     x = rng.standard_normal(shape).astype(np.float32)
     if nan:
         x.reshape(-1)[rng.integers(0, x.size, 3)] = np.nan
+    if inf:  # slices holding inf, -inf and both: inf, -inf and NaN (a compensation would make NaN of all)
+        x[0, 0], x[1, 5], x[2, 0], x[2, 600] = np.inf, -np.inf, np.inf, -np.inf
     out = [d for k, d in enumerate(shape) if k not in axes]
     axes_v = tensor(T.TENSOR_INT32, np.array(axes, np.int32), const=True)
     return single_op_model(op, [tensor(T.TENSOR_FLOAT32, x), axes_v, scalar(T.BOOL, False)],
@@ -76,6 +78,7 @@ CASES = {
     "log-softmax-axis-0": lambda: _log_softmax((2000, 3), 0),
     "reduce-max-nan": lambda: _reduce(Op.REDUCE_MAX, (3, 700), [1], nan=True),
     "reduce-sum-2-axes": lambda: _reduce(Op.REDUCE_SUM, (300, 2, 5), [0, 2]),
+    "reduce-sum-inf": lambda: _reduce(Op.REDUCE_SUM, (3, 700), [1], inf=True),
     "mean-4096": lambda: _mean((2, 4096), [1]),
     # axes shorter than the group, 1,600 iterations together: one flattened range
     "reduce-sum-hw": lambda: _reduce(Op.REDUCE_SUM, (2, 40, 40, 3), [1, 2]),
