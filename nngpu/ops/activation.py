@@ -266,7 +266,8 @@ PRELU = register(OpSpec(Op.PRELU, same_type_sigs([(_F16, V.V1_2), (_F32, V.V1_2)
 
 @PRELU.device(floats(0, 1))
 def _float_prelu(node: OpNode, ins: list) -> Compute:
-    return per_element(node, ins, "float", lambda x, a: fn("fmin", x, 0.0) * a + fn("fmax", x, 0.0))
+    # min(x, 0) * alpha + max(x, 0) by comparisons: NaN stays NaN, as np.minimum / np.maximum
+    return per_element(node, ins, "float", lambda x, a: (x > 0.0).where(0.0, x) * a + (x < 0.0).where(0.0, x))
 
 
 @PRELU.device(quantized)

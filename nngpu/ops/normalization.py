@@ -16,7 +16,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ..ir import Compute, broadcast, clamp, fn, reduce_sum
+from ..ir import Compute, Coords, Expr, broadcast, clamp, fn, reduce_sum
 from ..ir import fixedpoint as fx
 from .lib import reduce_device as rd
 from .lib.axes import check_max_rank, const_scalar, ranks_before_v1_2, resolve_axis
@@ -212,8 +212,11 @@ def _float_l2(node: OpNode, ins: list) -> Compute:
         return rd.float_sum([loop], _square(x.load(at)))
 
     total = node.materialize(Compute(stats_shape, "float", squares), "l2_squares")
-    return Compute(node.in_shape(0), "float",
-                   lambda c: x.load(c) / fn("fmax", fn("sqrt", total.load(broadcast(c, stats_shape))), 1e-6))
+
+    def normalized(c: Coords) -> Expr:
+        norm = fn("sqrt", total.load(broadcast(c, stats_shape)))
+        return x.load(c) / (norm < 1e-6).where(1e-6, norm)   # a NaN norm stays NaN (fmax would drop it)
+    return Compute(node.in_shape(0), "float", normalized)
 
 
 def _quant_l2(node: OpNode, ins: list) -> Compute:

@@ -44,6 +44,7 @@ from .lib.conv_common import (
     window_view,
 )
 from .lib.device import QUANT8, activation, floats, types_in
+from .lib.reduce_device import extreme
 from .lib.dtypes import quant_range
 from .lib.quant import activation_range_quant
 from .node import OpNode
@@ -203,8 +204,6 @@ def _l2(ctx: OpContext) -> list[np.ndarray]:
 
 # ---- device implementations: one window reduction per output element -------------------------
 
-_FLOAT_MIN = -3.402823466e+38
-
 
 def _taps(node: OpNode, c: Coords):
     """(params, the input tensor's coordinates at a tap, the taps of c's window)."""
@@ -222,7 +221,7 @@ def _float_pool(kind: str):
             p, at, taps = _taps(node, c)
             v = x.load(at)
             if kind == "max":
-                y = Reduce(taps.loops, [Acc(Const(_FLOAT_MIN, "float"), v, lambda a, e: fn("fmax", a, e))])
+                y = extreme(taps.loops, v, largest=True)   # NaN wins, as np.maximum (fmax would drop it)
             else:
                 red = Reduce(taps.loops, [Acc(Const(0.0, "float"), v * v if kind == "l2" else v, lambda a, e: a + e),
                                           Acc(Const(0, "int"), Const(1, "int"), lambda a, e: a + e)])
