@@ -74,12 +74,11 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str]) -> Target:
 # each statistic's slice: its local memory is ordinary memory, its barriers cost.
 # (A work-group of 16 or 64 per statistic there ran EfficientNet B0's MEANs 20% faster on PoCL
 # but no model measurably faster: the group's strided loads become gathers.)
-# There sums over strided slices (a global average pool) take kernels/column_sum.cl: a work-item
-# sums a vector of neighbouring outputs, as PoCL does not vectorise one-output loops across
-# work-items.
+# On a CPU device, sums over strided slices (a global average pool) take kernels/column_sum.cl,
+# a work-item summing a vector of neighbouring outputs, and float elementwise kernels run 16
+# lanes a work-item in explicit vectors (ir/vectorize.py): PoCL vectorises neither one-output
+# loop across work-items, and calls a scalar exp per work-item (EfficientNet B0's swish 3x slower).
 TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {})
-# Float elementwise kernels there run 16 lanes a work-item in explicit vectors (ir/vectorize.py):
-# PoCL calls a scalar exp per work-item otherwise (EfficientNet B0's swish 3x slower).
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16), {"column_sum": "column_sum.cl"})
 
 

@@ -42,8 +42,11 @@ def add_parser(sub, common) -> None:
 def _served(specs: list[str]) -> "ServedDevices":
     """A device for each of `specs`, by name, each renewed after a device fault; CLIError for
     one that cannot be opened or one named twice."""
+    from ..service.codec import MAX_SERVED
     from ..service.device_keeper import DeviceKeeper, ServedDevices
 
+    if len(specs) > MAX_SERVED:
+        raise CLIError(f"--device: at most {MAX_SERVED} devices, not {len(specs)}")
     devices: dict[str, DeviceKeeper] = {}
     for spec in specs:
         backend = resolve_backend(spec)

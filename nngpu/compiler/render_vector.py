@@ -1,8 +1,9 @@
 """A lane-wise kernel (ir/vectorize.py) written in explicit vectors: thread t computes outputs
 t * W .. t * W + W - 1 as one vector of W lanes, each lane the scalar kernel's expression
 (loads of the output's own element or of a repeated row's become one vector load, a load every
-thread shares and a constant are broadcast, `c ? a : b` is a lane select). The size is a multiple of W, so no
-thread has a partial vector. The dialect spells the vectors (CStyleRenderer's vector hooks)."""
+thread shares and a constant are broadcast, `c ? a : b` is a lane select). The size is a
+multiple of W, so no thread has a partial vector. The dialect spells the vectors
+(CStyleRenderer's vector hooks)."""
 from __future__ import annotations
 
 from typing import Any

@@ -227,13 +227,14 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
             or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
-    defines: dict[str, object] = dict(VW=16 if g.cout % 16 == 0 else 8 if g.cout % 8 == 0 else 4, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
+    vw = next(v for v in (16, 8, 4) if g.cout % v == 0)
+    defines: dict[str, object] = dict(VW=vw, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
                                       KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
                                       PT=win.pad_top, PL=win.pad_left)
     bounds = activation_bounds(p.activation)
     if bounds is not None:
         defines.update(LO=f"{bounds[0]:.1f}f", HI="INFINITY" if bounds[1] == float("inf") else f"{bounds[1]:.1f}f")
-    size = g.n * g.oh * g.ow * (g.cout // int(defines["VW"]))
+    size = g.n * g.oh * g.ow * (g.cout // vw)
     return Stored(node.library("depthwise", [x, f, b], size, defines))
 
 

@@ -126,6 +126,7 @@ def _bind(node: OpNode) -> Kernel | None:
 SPEC = register(OpSpec(Op.FULLY_CONNECTED, build_signatures(_CONFIGS, [([I32], HalVersion.V1_0)]), _reference,
                        _validate, shape=_shape, pattern=Pattern.REDUCTION, bind=_bind))
 
+
 def _dot(node: OpNode, x, w_at, init, cast, dtype: str) -> Compute:
     """out[b, u] = init(u) + sum over k of cast(x[b, k]) * w_at(k, u), in `dtype`."""
     batch, k, units = _shapes(node.in_shape(0), node.in_shape(1), node.in_shape(2))

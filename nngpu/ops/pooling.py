@@ -44,9 +44,9 @@ from .lib.conv_common import (
     window_view,
 )
 from .lib.device import QUANT8, activation, floats, types_in
-from .lib.reduce_device import extreme
 from .lib.dtypes import quant_range
 from .lib.quant import activation_range_quant
+from .lib.reduce_device import extreme
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register, sig
 

@@ -26,6 +26,7 @@ from ..hal.types import (UINT64_MAX, BufferRole, Capabilities, Capabilities_1_0,
 from ..memory import Memory, MemoryError_, close_fds, memory_from_fd
 
 MAX_NAME = 64
+MAX_SERVED = 64  # device names in an info reply: the devices one service may serve
 MAX_ERROR = 1024
 MAX_QUEUE_BYTES = 1 << 31
 
@@ -453,7 +454,7 @@ REPLIES["createExecution"]["execution"] = optional(ID)
 REPLIES["openTokenBurst"]["burst"] = optional(ID)
 REPLIES["fencedInfo"].update(info_status=optional(STATUS), launched=optional(TIMING), after_fences=optional(TIMING))
 REPLIES["info"]["cache_files"] = optional(array(U32, 2))  # getNumberOfCacheFilesNeeded
-REPLIES["info"].update(name=optional(text(MAX_NAME)), devices=optional(array(text(MAX_NAME), 64)))
+REPLIES["info"].update(name=optional(text(MAX_NAME)), devices=optional(array(text(MAX_NAME), MAX_SERVED)))
 
 
 def encode(fields: dict[str, Field], values: dict) -> tuple[dict, list[int]]:

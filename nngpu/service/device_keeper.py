@@ -8,6 +8,8 @@ import logging
 import threading
 from typing import Any, Callable
 
+from .codec import MAX_SERVED
+
 log = logging.getLogger("nngpu.service")
 
 
@@ -42,8 +44,8 @@ class ServedDevices:
     registers one IDevice per name): a client names one as it connects, or gets the first."""
 
     def __init__(self, devices: dict[str, Any]) -> None:
-        if not devices:
-            raise ValueError("a service serves at least one device")
+        if not 0 < len(devices) <= MAX_SERVED:
+            raise ValueError(f"a service serves 1 to {MAX_SERVED} devices, not {len(devices)}")
         self._devices = dict(devices)
 
     @classmethod

@@ -91,6 +91,7 @@ def test_a_device_not_served_and_a_late_choice_are_refused(short_dir):
     (["--device", "numpy", "--backend", "numpy"], "--backend names one device, --device one or more"),
     (["--device", "metal"], "unknown backend 'metal'"),
     (["--device", "numpy:1"], "numpy has one device, named numpy"),
+    (["--device", "numpy"] * 65, "--device: at most 64 devices, not 65"),
 ])
 def test_a_command_line_that_names_devices_wrongly_is_one_line(short_dir, args, why):
     _refused(Served(short_dir / "s.sock", *args, wait=False), why)

@@ -2,8 +2,8 @@
 (OpenCL on CPU devices): a kernel whose loads read the output's own element, a row repeated
 along it or one constant element runs 16, 8 or 4 lanes a work-item, as its size and rows allow,
 and matches the reference (NaN and the infinities included) on PoCL; anything else (a column
-repeated across rows, an integer, a size or row no width divides) keeps the scalar kernel. The launch and the kernel agree by
-construction: both ask the schedule's lanes()."""
+repeated across rows, an integer, a size or row no width divides) keeps the scalar kernel. The
+launch and the kernel agree by construction: both ask the schedule's lanes()."""
 from __future__ import annotations
 
 import numpy as np
