@@ -12,7 +12,7 @@ import pytest
 from nngpu import cli, profiling
 from nngpu.backends import device_backends
 from nngpu.cli.common import DEMO_MODEL
-from nngpu.compiler.steps import GemmStep, HostStep, KernelStep, Transfer
+from nngpu.compiler.steps import GemmStep, HostStep, KernelStep, TemplateStep, Transfer
 from nngpu.named_model import load_model
 from nngpu.session import Session
 
@@ -116,8 +116,9 @@ def test_opencl_trace_has_every_step_per_execution(tmp_path, model):
     events = run_with_profile(tmp_path, model, "opencl")
     for steps in by_execution(events).values():
         kernels = [e for e in steps if e["cat"] == "kernel"]
-        assert [e["args"]["kernel"] for e in kernels] == [s.name for s in plan if isinstance(s, KernelStep)]
-        for e, s in zip(kernels, (s for s in plan if isinstance(s, KernelStep))):
+        launched = [s for s in plan if isinstance(s, (KernelStep, TemplateStep))]   # generated or from kernels/
+        assert [e["args"]["kernel"] for e in kernels] == [s.name for s in launched]
+        for e, s in zip(kernels, launched):
             if s.ops:  # the op types of the operations fused into it
                 assert e["name"] == "+".join(graph.operations[k].type.name for k in sorted(s.ops))
                 assert e["args"]["ops"] == sorted(s.ops)

@@ -73,8 +73,9 @@ class _Builder:
         """The operation's (one) output, for a library kernel that writes it in place."""
         return self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])
 
-    def library(self, kind: str, inputs: list[BufferTensor], size: int, defines: dict[str, object]) -> BufferTensor:
-        out = self._output()
+    def library(self, kind: str, inputs: list[BufferTensor], size: int, defines: dict[str, object],
+                temp: tuple[int, ...] | None = None) -> BufferTensor:
+        out = self._output() if temp is None else self.temp(temp, "float")
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]

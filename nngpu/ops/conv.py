@@ -250,13 +250,26 @@ def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute |
     if direct:
         a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
     else:
-        a = node.materialize(_im2col(node, x, g, m, k), "im2col")
+        a = _im2col_library(node, x, g, m, k) or node.materialize(_im2col(node, x, g, m, k), "im2col")
     shape, act = node.out_shape(0), node.params.activation
     product = node.gemm(a, w, m, g.cout, k, b_transposed=True, epilogue=gemm_epilogue(b, act))
     if isinstance(product, Stored):
         return product
     return Compute(shape, "float", lambda c: activation(product.at(c.flat_in(shape)) + b.load(Coords(b.shape, [c[3]])),
                                                         act))
+
+
+def _im2col_library(node: OpNode, x: Tensor, g: ConvGeometry, m: int, k: int) -> BufferTensor | None:
+    """The patch matrix by the target's im2col kernel (a work-item per kernel row of a patch),
+    for a stored float input whose indices fit in 32 bits; None where it does not apply."""
+    if (not isinstance(x, BufferTensor) or x.buffer.storage != "float" or not node.has_library("im2col")
+            or max(m * k, g.n * g.h * g.w * g.cin) >= 2 ** 31):
+        return None
+    win = g.win
+    defines: dict[str, object] = dict(N=g.n, H=g.h, W=g.w, C=g.cin, OH=g.oh, OW=g.ow, KH=g.kh, KW=g.kw,
+                                      SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
+                                      PT=win.pad_top, PL=win.pad_left)
+    return node.library("im2col", [x], m * g.kh, defines, temp=(m, k))
 
 
 def _im2col(node: OpNode, x: Tensor, g: ConvGeometry, m: int, k: int) -> Compute:

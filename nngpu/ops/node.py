@@ -122,10 +122,12 @@ class OpNode(OpContext):
         """Multiply-adds from which the target runs a float convolution as a GEMM call."""
         return self._builder().gemm_min_work()
 
-    def library(self, kind: str, inputs: list["BufferTensor"], size: int, defines: dict[str, object]) -> "BufferTensor":
+    def library(self, kind: str, inputs: list["BufferTensor"], size: int, defines: dict[str, object],
+                temp: tuple[int, ...] | None = None) -> "BufferTensor":
         """The hand-written kernel for `kind`, specialised by `defines`, over a 1-D grid of `size`:
-        it reads `inputs` and writes the operation's (one) output itself, returned."""
-        return self._builder().library(kind, inputs, size, defines)
+        it reads `inputs` and writes the operation's (one) output itself, returned; or, given a
+        `temp` shape, a new float temporary of that shape."""
+        return self._builder().library(kind, inputs, size, defines, temp)
 
     def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int, b_transposed: bool = False,
              epilogue: tuple["BufferTensor", tuple[float, float]] | None = None) -> "BufferTensor | Stored":
