@@ -9,12 +9,7 @@
 // The compiler specialises it per use with #defines before this text: NAME, VW (4, 8 or 16,
 // which divides C), B R C, and COUNT (a float literal) for MEAN. Launch: global = B * (C / VW),
 // 1-D; every index fits in 32 bits (checked at lowering).
-#define VEC_(n) float##n
-#define VEC(n) VEC_(n)
-#define VLOAD_(n) vload##n
-#define VLOAD(n) VLOAD_(n)
-#define VSTORE_(n) vstore##n
-#define VSTORE(n) VSTORE_(n)
+#include "vectors.h"
 #define GROUPS (C / VW)
 
 __kernel void NAME(__global const float* restrict x, __global float* restrict out) {

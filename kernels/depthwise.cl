@@ -8,14 +8,7 @@
 // left), and LO / HI where a fused activation clamps. The bias starts the sum and the taps follow
 // in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.
 // Launch: global = N * OH * OW * (C / VW), 1-D; every index fits in 32 bits (checked at lowering).
-#define VEC_(n) float##n
-#define VEC(n) VEC_(n)
-#define IVEC_(n) int##n
-#define IVEC(n) IVEC_(n)
-#define VLOAD_(n) vload##n
-#define VLOAD(n) VLOAD_(n)
-#define VSTORE_(n) vstore##n
-#define VSTORE(n) VSTORE_(n)
+#include "vectors.h"
 #define GROUPS (C / VW)
 
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,

@@ -102,14 +102,7 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
 #endif
 #define UNROLL _Pragma("unroll")
 #ifdef VW
-#define VEC_(n) float##n
-#define VEC(n) VEC_(n)
-#define VLOAD_(n) vload##n
-#define VLOAD(n) VLOAD_(n)
-#define VSTORE_(n) vstore##n
-#define VSTORE(n) VSTORE_(n)
-#define IVEC_(n) int##n
-#define IVEC(n) IVEC_(n)
+#include "vectors.h"
 // The epilogue on a vector of columns from c on (the identity without EPILOGUE).
 #ifdef EPILOGUE
 #define FINISH_VEC_(n, v, c) finish_vec##n((v), VLOAD(n)(0, bias + (c)), lo, hi)

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -92,13 +93,18 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
+_INCLUDE = re.compile(r'^#include "([\w.]+)"$', re.M)
+
+
 @functools.lru_cache(maxsize=None)
 def kernel_template(name: str) -> str:
-    """A hand-written kernel from the top-level kernels/ folder (or the installed copy), read once."""
+    """A hand-written kernel from the top-level kernels/ folder (or the installed copy), read
+    once, its `#include "FILE"` lines replaced by that file of the same folder: the text
+    compiled, and keyed in the cache, is then the whole unit."""
     here = Path(__file__).resolve()
     for base in (here.parents[2] / "kernels", here.parents[1] / "kernels"):
         if (base / name).exists():
-            return (base / name).read_text()
+            return _INCLUDE.sub(lambda m: kernel_template(m.group(1)), (base / name).read_text())
     raise FileNotFoundError(f"kernel template {name} not found")
 
 

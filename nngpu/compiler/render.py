@@ -12,7 +12,7 @@ import string
 from dataclasses import dataclass, field
 
 from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Loop, Reduce, ReduceOut, Select,
-                       Unary, Var, all_children, bound_by, walk)
+                       Unary, Var, all_children, bound_by, use_counts, walk)
 from ..ir.kernel import Kernel
 from ..ir.narrow import INT_MAX
 from ..ir.schedule import Schedule, constant_prefix
@@ -189,10 +189,7 @@ class _KernelWriter:
     def __init__(self, r: CStyleRenderer, kernel: Kernel, schedule: Schedule) -> None:
         self.r, self.kernel, self.schedule = r, kernel, schedule
         self.nodes = walk(kernel.value)
-        self.refs: dict[int, int] = {}
-        for node in self.nodes:
-            for child in node.children():
-                self.refs[id(child)] = self.refs.get(id(child), 0) + 1
+        self.refs = use_counts(self.nodes)
         self.deps: dict[int, frozenset[int]] = {}
         self._add_uses(self.nodes)
         self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs)}

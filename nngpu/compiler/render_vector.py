@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir.expr import Binary, Const, Expr, Helper, Load, Select, Unary, Var, walk
+from ..ir.expr import Binary, Const, Expr, Helper, Load, Select, Unary, Var, use_counts, walk
 from ..ir.kernel import Kernel
 from ..ir.vectorize import row_period, uniform
 
@@ -21,10 +21,7 @@ class VectorWriter:
     def __init__(self, r: Any, kernel: Kernel, lanes: int) -> None:   # r: render.CStyleRenderer
         self.r, self.kernel, self.lanes = r, kernel, lanes
         self.params = {b.key: f"in{k}" for k, b in enumerate(kernel.inputs)}
-        self.refs: dict[int, int] = {}
-        for node in walk(kernel.value):
-            for child in node.children():
-                self.refs[id(child)] = self.refs.get(id(child), 0) + 1
+        self.refs = use_counts(walk(kernel.value))
         self.lines: list[str] = []
         self.memo: dict[int, str] = {}
 

@@ -376,6 +376,16 @@ def walk(root: Expr) -> list[Expr]:
     return order
 
 
+def use_counts(nodes: list[Expr]) -> dict[int, int]:
+    """How many operand slots of `nodes` refer to each node (by id): a writer binds a node used
+    more than once to a temporary."""
+    refs: dict[int, int] = {}
+    for node in nodes:
+        for child in node.children():
+            refs[id(child)] = refs.get(id(child), 0) + 1
+    return refs
+
+
 def all_children(node: Expr):
     """A node's operands, and for a Reduce everything its loops and accumulators use."""
     yield from node.children()

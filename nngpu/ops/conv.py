@@ -250,7 +250,9 @@ def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute |
     if direct:
         a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
     else:
-        a = _im2col_library(node, x, g, m, k) or node.materialize(_im2col(node, x, g, m, k), "im2col")
+        a = _im2col_library(node, x, g, m, k)
+        if a is None:
+            a = node.materialize(_im2col(node, x, g, m, k), "im2col")
     shape, act = node.out_shape(0), node.params.activation
     product = node.gemm(a, w, m, g.cout, k, b_transposed=True, epilogue=gemm_epilogue(b, act))
     if isinstance(product, Stored):
