@@ -19,6 +19,12 @@ GEMM_ROWS = 4  # rows of C per work-item of nn_gemm_vec, as in kernels/gemm.cl (
 GEMM_COLS = 32  # at most so many columns of C per work-item of nn_gemm_vec (VW * NV there)
 NT_BLOCK = 4   # rows and columns of C per work-item of nn_gemm_nt_vec (NT_ROWS, NT_COLS there)
 GPU_TILE, GPU_TILE_ROWS = 32, 8   # the GPU kernels' tile of C and work-group (TS and RTS there)
+# Work-items per work-group of the CPU GEMMs, along the grid's first dimension. Left to itself,
+# PoCL makes one work-group of up to 4096 work-items, and one of its threads runs a whole group:
+# MobileNet v2's 7x7 layers (13 x 40 work-items) ran on one core, 2x slower. In a run of its 12
+# GEMM shapes back to back, groups of 4 took 1.61 ms, 1, 16 and 8192 / 8 groups 1.64-1.71,
+# PoCL's choice 2.2.
+CPU_GEMM_GROUP = 4
 CPU_WORK_GROUP = 256
 
 
@@ -88,6 +94,12 @@ def gemm_vectors(n: int) -> tuple[int, int]:
     divide takes one vector of 8 and a scalar tail."""
     blocks = [(vw * nv, vw, nv) for vw in (16, 8) for nv in range(1, GEMM_COLS // vw + 1) if n % (vw * nv) == 0]
     return max(blocks, key=lambda b: (b[0], b[1]))[1:] if blocks else (8, 1)
+
+
+def cpu_gemm_grid(x: int, y: int) -> Grid:
+    """An x by y grid of a CPU GEMM in work-groups of CPU_GEMM_GROUP by 1 (the kernels return
+    at once past their last block)."""
+    return Grid((-(-x // CPU_GEMM_GROUP) * CPU_GEMM_GROUP, y), (CPU_GEMM_GROUP, 1))
 
 
 def _all_devices(cl) -> list:
@@ -266,10 +278,10 @@ class OpenCLBackend(Backend):
             return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
         if b_transposed:
             text = "#define VW 16\n" + text
-            return text, "nn_gemm_nt_vec", Grid((-(-n // NT_BLOCK), -(-m // NT_BLOCK)), None)
+            return text, "nn_gemm_nt_vec", cpu_gemm_grid(-(-n // NT_BLOCK), -(-m // NT_BLOCK))
         vw, nv = gemm_vectors(n)
         text = f"#define VW {vw}\n#define NV {nv}\n" + text
-        return text, "nn_gemm_vec", Grid((-(-m // GEMM_ROWS), -(-n // (vw * nv))), None)
+        return text, "nn_gemm_vec", cpu_gemm_grid(-(-m // GEMM_ROWS), -(-n // (vw * nv)))
 
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.

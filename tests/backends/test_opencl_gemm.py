@@ -11,7 +11,8 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.backends.base import kernel_template
-from nngpu.backends.opencl import GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK, gemm_vectors
+from nngpu.backends.opencl import (CPU_GEMM_GROUP, GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK, cpu_gemm_grid,
+                                   gemm_vectors)
 from nngpu.compiler.steps import GemmStep
 from nngpu.driver.device import Device
 
@@ -21,11 +22,15 @@ from .test_opencl import plan_of
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
 def _dot_blocks(m: int, n: int):
-    return (-(-n // NT_BLOCK), -(-m // NT_BLOCK)), None
+    grid = cpu_gemm_grid(-(-n // NT_BLOCK), -(-m // NT_BLOCK))
+    return grid.threads, grid.group
 
 
 def _row_blocks(vw: int, nv: int):
-    return lambda m, n: ((-(-m // GEMM_ROWS), -(-n // (vw * nv))), None)
+    def launch(m: int, n: int):
+        grid = cpu_gemm_grid(-(-m // GEMM_ROWS), -(-n // (vw * nv)))
+        return grid.threads, grid.group
+    return launch
 
 
 def _tiles(m: int, n: int):
@@ -67,6 +72,14 @@ def test_schedule_matches_numpy(backend, name, defines, b_transposed, launch, m,
     backend.download(bufs[2], c)
     want = np.clip(a @ b + bias, -0.5, 1.5) if epilogue else a @ b
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("x, y", [(1, 1), (13, 40), (3136, 3), (4, 7)])
+def test_cpu_gemms_take_small_work_groups(x, y):
+    """PoCL's own choice is one work-group of up to 4096 work-items: one thread for a 13 x 40 grid."""
+    grid = cpu_gemm_grid(x, y)
+    assert grid.group == (CPU_GEMM_GROUP, 1) and grid.threads[1] == y
+    assert x <= grid.threads[0] < x + CPU_GEMM_GROUP and grid.threads[0] % CPU_GEMM_GROUP == 0
 
 
 @pytest.mark.parametrize("n, vw, nv", [(16, 16, 1), (24, 8, 3), (32, 16, 2), (48, 8, 3), (96, 16, 2),
