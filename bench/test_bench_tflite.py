@@ -3,7 +3,7 @@ EfficientNet B0 where a generated zoo folder has them: TFLite (ai-edge-litert, 1
 vs nngpu (sync, and burst when nngpu.burst imports) on every backend that constructs here.
 
     pytest bench/test_bench_tflite.py            # prints a nngpu/TFLite ratio table at the end
-    NNGPU_BENCH_ROUNDS=20 pytest bench/...       # more rounds per nngpu measurement (default 5)
+    NNGPU_BENCH_ROUNDS=20 pytest bench/...       # more rounds per nngpu measurement (default 10)
 
 Inputs are the fixed-seed random images `nngpu run` uses. Models come from ci/fetch-models.sh;
 the zoo's from NNGPU_ZOO_DIR (default $XDG_CACHE_HOME/nngpu/zoo: `ZOO_ARGS=--full-size bash
@@ -25,7 +25,8 @@ from nngpu.session import Session, random_inputs  # noqa: E402
 
 from .common import mediapipe_model, show_summary, zoo_model  # noqa: E402
 
-ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "10"))
+WARMUP = 3   # runs before an nngpu measurement (the first compiles nothing, but caches are cold)
 TFLITE_ROUNDS = 50
 ZOO_MODELS = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")   # float, full size
 NAMES = sorted(MODELS) + [f"zoo:{n}" for n in ZOO_MODELS]
@@ -114,6 +115,6 @@ def test_nngpu(benchmark, model, backend, mode):
         session.set_inputs(inputs)
         benchmark.group = name
         benchmark.extra_info.update(backend=backend, mode=mode, prepare_s=round(session.prepare_s, 3))
-        benchmark.pedantic(session.execute, rounds=ROUNDS, warmup_rounds=1)
+        benchmark.pedantic(session.execute, rounds=ROUNDS, warmup_rounds=WARMUP)
         assert all(np.isfinite(o).all() for o in session.output_arrays())
     _record(benchmark, (name, f"{backend}-{mode}"))

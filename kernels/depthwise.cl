@@ -7,9 +7,16 @@
 // divides C), N H W C, OH OW, KH KW, SH SW (strides), DH DW (dilations), PT PL (padding top,
 // left), and LO / HI where a fused activation clamps. The bias starts the sum and the taps follow
 // in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.
+// The taps are unrolled (KH and KW are constants; PoCL unrolls no loop itself), and a window
+// wholly inside the image takes them without a bounds test each: on PoCL 1.6-2x faster, a
+// 112x112x32 layer as fast as a copy of its input.
 // Launch: global = N * OH * OW * (C / VW), 1-D; every index fits in 32 bits (checked at lowering).
 #include "vectors.h"
 #define GROUPS (C / VW)
+#define UNROLL _Pragma("unroll")
+// tap (ky, kx) of the window at `origin`: its input vector times the filter's
+#define TAP(ky, kx) (VLOAD(VW)(0, x + origin + ((ky) * DH * W + (kx) * DW) * C) * \
+                     VLOAD(VW)(0, w + ((ky) * KW + (kx)) * C + c))
 
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,
                    __global const float* restrict bias, __global float* restrict out) {
@@ -19,15 +26,20 @@ __kernel void NAME(__global const float* restrict x, __global const float* restr
     const int pixel = g / GROUPS;
     const int ox = pixel % OW, oy = (pixel / OW) % OH, n = pixel / (OW * OH);
     const int iy0 = oy * SH - PT, ix0 = ox * SW - PL;
+    // the window's first tap, as an element offset (negative at the top and left edges)
+    const int origin = ((n * H + iy0) * W + ix0) * C + c;
     VEC(VW) acc = VLOAD(VW)(0, bias + c);
-    for (int ky = 0; ky < KH; ++ky) {
-        const int iy = iy0 + ky * DH;
-        if (iy < 0 || iy >= H) continue;
-        const __global float* row = x + ((n * H + iy) * W) * C + c;
-        for (int kx = 0; kx < KW; ++kx) {
-            const int ix = ix0 + kx * DW;
-            if (ix < 0 || ix >= W) continue;
-            acc = acc + VLOAD(VW)(0, row + ix * C) * VLOAD(VW)(0, w + (ky * KW + kx) * C + c);
+    if (iy0 >= 0 && iy0 + (KH - 1) * DH < H && ix0 >= 0 && ix0 + (KW - 1) * DW < W) {
+        UNROLL for (int ky = 0; ky < KH; ++ky)
+            UNROLL for (int kx = 0; kx < KW; ++kx)
+                acc = acc + TAP(ky, kx);
+    } else {
+        UNROLL for (int ky = 0; ky < KH; ++ky) {
+            const int iy = iy0 + ky * DH;
+            UNROLL for (int kx = 0; kx < KW; ++kx) {
+                const int ix = ix0 + kx * DW;
+                if (iy >= 0 && iy < H && ix >= 0 && ix < W) acc = acc + TAP(ky, kx);
+            }
         }
     }
 #ifdef LO
