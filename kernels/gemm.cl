@@ -4,19 +4,26 @@
 // nn_gemm_vec / nn_gemm_nt_vec on CPU devices.
 // With EPILOGUE defined (a program of its own), every kernel takes the bias of C's columns and
 // the bounds of a fused activation after C, and stores clamp(C + bias): the convolution's or
-// fully connected layer's output, written once. The clamp compares, so NaN stays NaN; no
-// activation passes -INFINITY and INFINITY.
+// fully connected layer's output, written once. With RESIDUAL as well, it then adds the element
+// of `residual` ([M, N], as C) and clamps again by lo2 and hi2: an ADD that read the GEMM's
+// output (a residual connection) folded in (compiler/gemm_fold.py), the same operations in the
+// same order. The clamps compare, so NaN stays NaN; no activation passes -INFINITY and INFINITY.
 #ifdef EPILOGUE
-#define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi
-#define FINISH(v, c) finish((v), bias[c], lo, hi)
-inline float finish(float v, const float b, const float lo, const float hi) {
-    v = v + b;
+inline float clamped(float v, const float lo, const float hi) {
     v = v < lo ? lo : v;
     return v > hi ? hi : v;
 }
+#ifdef RESIDUAL
+#define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi, \
+                      __global const float* restrict residual, const float lo2, const float hi2
+#define FINISH(v, r, c) clamped(clamped((v) + bias[c], lo, hi) + residual[(long)(r) * N + (c)], lo2, hi2)
+#else
+#define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi
+#define FINISH(v, r, c) clamped((v) + bias[c], lo, hi)
+#endif
 #else
 #define EPILOGUE_ARGS
-#define FINISH(v, c) (v)
+#define FINISH(v, r, c) (v)
 #endif
 
 // GPUs: tiled in local memory. A work-group of TS x RTS work-items computes a TS x TS tile of C,
@@ -40,7 +47,7 @@ inline float finish(float v, const float b, const float lo, const float hi) {
 #define TILE_STORE(C, acc) \
     for (int w = 0; w < WPT; ++w) { \
         const int row = get_group_id(1) * TS + ty + w * RTS; \
-        if (row < M && col < N) C[(long)row * N + col] = FINISH(acc[w], col); \
+        if (row < M && col < N) C[(long)row * N + col] = FINISH(acc[w], row, col); \
     }
 
 __kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
@@ -103,21 +110,29 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
 #define UNROLL _Pragma("unroll")
 #ifdef VW
 #include "vectors.h"
-// The epilogue on a vector of columns from c on (the identity without EPILOGUE).
+// The epilogue on a vector of row r's columns from c on (the identity without EPILOGUE).
 #ifdef EPILOGUE
-#define FINISH_VEC_(n, v, c) finish_vec##n((v), VLOAD(n)(0, bias + (c)), lo, hi)
-#define FINISH_VEC(n, v, c) FINISH_VEC_(n, v, c)
-#define FINISH_VEC_DEF_(n) \
-inline VEC(n) finish_vec##n(VEC(n) v, const VEC(n) b, const float lo, const float hi) { \
-    v = v + b; \
+#define CLAMPED_VEC_DEF_(n) \
+inline VEC(n) clamped_vec##n(VEC(n) v, const float lo, const float hi) { \
     v = select(v, (VEC(n))(lo), (IVEC(n))(v < (VEC(n))(lo))); \
     return select(v, (VEC(n))(hi), (IVEC(n))(v > (VEC(n))(hi))); \
 }
-#define FINISH_VEC_DEF(n) FINISH_VEC_DEF_(n)
-FINISH_VEC_DEF(4)
-FINISH_VEC_DEF(VW)
+#define CLAMPED_VEC_DEF(n) CLAMPED_VEC_DEF_(n)
+CLAMPED_VEC_DEF(4)
+#if VW != 4
+CLAMPED_VEC_DEF(VW)
+#endif
+#define CLAMPED_VEC_(n, v, lo, hi) clamped_vec##n((v), lo, hi)
+#define CLAMPED_VEC(n, v, lo, hi) CLAMPED_VEC_(n, v, lo, hi)
+#define BIASED_VEC(n, v, c) CLAMPED_VEC(n, (v) + VLOAD(n)(0, bias + (c)), lo, hi)
+#ifdef RESIDUAL
+#define FINISH_VEC(n, v, r, c) \
+    CLAMPED_VEC(n, BIASED_VEC(n, v, c) + VLOAD(n)(0, residual + (long)(r) * N + (c)), lo2, hi2)
 #else
-#define FINISH_VEC(n, v, c) (v)
+#define FINISH_VEC(n, v, r, c) BIASED_VEC(n, v, c)
+#endif
+#else
+#define FINISH_VEC(n, v, r, c) (v)
 #endif
 __kernel void nn_gemm_vec(__global const float* restrict A, __global const float* restrict B,
                           __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
@@ -142,7 +157,7 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
         UNROLL for (int r = 0; r < ROWS; ++r) {
             if (row + r >= M) break;
             __global float* out = C + (long)(row + r) * N + col;
-            UNROLL for (int v = 0; v < NV; ++v) VSTORE(VW)(FINISH_VEC(VW, acc[r][v], col + v * VW), 0, out + v * VW);
+            UNROLL for (int v = 0; v < NV; ++v) VSTORE(VW)(FINISH_VEC(VW, acc[r][v], row + r, col + v * VW), 0, out + v * VW);
         }
         return;
     }
@@ -150,7 +165,7 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
         for (int r = row; r < min(row + ROWS, M); ++r) {
             float s = 0.0f;
             for (int k = 0; k < K; ++k) s = fma(A[(long)r * K + k], B[(long)k * N + c], s);
-            C[(long)r * N + c] = FINISH(s, c);
+            C[(long)r * N + c] = FINISH(s, r, c);
         }
     }
 }
@@ -200,11 +215,11 @@ __kernel void nn_gemm_nt_vec(__global const float* restrict A, __global const fl
         for (int t = k; t < K; ++t) s = fma((float4)(a[r][t]), (float4)(b[0][t], b[1][t], b[2][t], b[3][t]), s);
         __global float* out = C + (long)(row + r) * N + col;
         if (cols == NT_COLS) {
-            vstore4(FINISH_VEC(4, s, col), 0, out);
+            vstore4(FINISH_VEC(4, s, row + r, col), 0, out);
         } else {
             float lanes[NT_COLS];
             vstore4(s, 0, lanes);
-            for (int c = 0; c < cols; ++c) out[c] = FINISH(lanes[c], col + c);
+            for (int c = 0; c < cols; ++c) out[c] = FINISH(lanes[c], row + r, col + c);
         }
     }
 }

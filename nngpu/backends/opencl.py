@@ -266,13 +266,14 @@ class OpenCLBackend(Backend):
     def kernel(self, program, name: str):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
-    def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: bool) -> tuple[str, str, Grid]:
+    def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
         device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 32 columns
         (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide. On a GPU,
         32 x 32 tiles of C in local memory, 4 rows a work-item. With the epilogue, the same
-        kernels add the bias and clamp as they store."""
-        text = ("#define EPILOGUE\n" if epilogue else "") + kernel_template("gemm.cl")
+        kernels add the bias and clamp as they store (and add a residual and clamp again)."""
+        defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
+        text = defines + kernel_template("gemm.cl")
         if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
             return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
@@ -293,9 +294,10 @@ class OpenCLBackend(Backend):
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None):
-        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue is not None)
+        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
-        extra = [] if epilogue is None else [epilogue[0], np.float32(epilogue[1]), np.float32(epilogue[2])]
+        # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
+        extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]
         kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k), *extra)
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 

@@ -63,7 +63,7 @@ def run(args) -> int:
                 lines.append(f"step {n:3d} {kind} {step.name} ({step.size} threads): {names}")
             elif isinstance(step, GemmStep):
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
-                bt = " B transposed" if step.b_transposed else ""
+                bt = (" B transposed" if step.b_transposed else "") + (" + residual" if step.residual else "")
                 lines.append(f"step {n:3d} gemm m={step.m} n={step.n} k={step.k}{bt} (tensors {step.args}): {names}")
             elif isinstance(step, HostStep):
                 lines.append(f"step {n:3d} host   {step.op}:{ops[step.op].type.name}")

@@ -24,6 +24,7 @@ from ..ops.registry import Alias, OpError
 from ..runtime.interpreter import GraphRunner
 from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
+from .gemm_fold import fold_residual_adds
 from .infer import Inference, infer, initial_known
 from .library import has_template, specialise
 from .memory_plan import plan_slots
@@ -178,7 +179,7 @@ def lower_segment(runner: GraphRunner, start: int, known: Known, target: Target,
             if built is not None:
                 trial[k] = built
     inline = inlined_outputs(runner, inference, set(trial), known, fuse)
-    return _Emitter(low, inference).emit(trial, inline)
+    return _Emitter(low, inference).emit(trial, inline, fuse)
 
 
 class _Emitter:
@@ -274,7 +275,7 @@ class _Emitter:
         for i in op.inputs:  # consumed: a fused producer's Compute is now part of this one
             self.fused.pop(i, None)
 
-    def emit(self, trial: dict[int, Built], inline: set[int]) -> SegmentSpec:
+    def emit(self, trial: dict[int, Built], inline: set[int], fuse: bool) -> SegmentSpec:
         self.inline = inline
         for k in self.inf.ops:
             if k in self.inf.folded:
@@ -291,11 +292,15 @@ class _Emitter:
             self.ensure_host(t)
         for t in list(self.fused):  # nothing consumed them in this segment
             self.ensure_device(t)
-        known = self.known
+        known, needed = self.known, _needed_after(self.graph, stop)
+        if fuse and self.low.target.gemm_epilogue:
+            stored = set(self.tensors)
+            self.steps = fold_residual_adds(self.steps, self.tensors, self.aliases, needed)
+            known.on_device -= stored - set(self.tensors)   # GEMM outputs an ADD took over
         spec = SegmentSpec(self.low.start, self.low.target, self.steps, self.tensors, self.constants,
                            self.aliases, stop=stop, known=known, device_ops=len(self.device_ops),
                            host_ops=self.host_ops)
-        plan_slots(spec, self.graph, _needed_after(self.graph, stop))
+        plan_slots(spec, self.graph, needed)
         return spec
 
 
@@ -327,7 +332,7 @@ def host_segment(runner: GraphRunner, start: int, known: Known, target: Target) 
     """Every operation from `start` on the host reference, with the downloads they need."""
     ops = list(range(start, len(runner.model.main.operations)))
     inference = Inference(ops=ops, host_only=set(ops))
-    return _Emitter(_Lowering(runner, start, known.copy(), target), inference).emit({}, set())
+    return _Emitter(_Lowering(runner, start, known.copy(), target), inference).emit({}, set(), False)
 
 
 def _kernel_name(graph: Subgraph, ops: list[int]) -> str:

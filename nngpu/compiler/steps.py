@@ -79,15 +79,18 @@ class KernelStep:
 class GemmStep:
     """C[m, n] = A[m, k] @ B[k, n] by the backend's library; with b_transposed, B is stored as
     [n, k] (a weight matrix in the model's own layout, read in place). With bounds, the GEMM's
-    epilogue stores clamp(C + bias[column], lo, hi): args are then A, B, bias, C."""
+    epilogue stores clamp(C + bias[column], lo, hi): args are then A, B, bias, C. With residual
+    bounds as well (lo2, hi2: an ADD folded in, compiler/gemm_fold.py) it stores
+    clamp(clamp(C + bias, lo, hi) + R, lo2, hi2), R [m, n]: args are A, B, bias, R, C."""
 
-    args: list[int]             # A, B, C (A, B, bias, C with bounds)
+    args: list[int]             # A, B, C (A, B, bias, C with bounds; A, B, bias, R, C with residual)
     m: int
     n: int
     k: int
-    ops: list[int]              # the operation it is part of (for profiles and dumps)
+    ops: list[int]              # the operations it computes (for profiles and dumps)
     b_transposed: bool = False
     bounds: tuple[float, float] | None = None
+    residual: tuple[float, float] | None = None
 
     @property
     def tensors(self) -> list[int]:

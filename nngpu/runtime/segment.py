@@ -134,8 +134,10 @@ class Segment:
         if isinstance(step, (KernelStep, TemplateStep)):
             return DeviceCall(backend, backend.bind(self.kernels[step.name], step.grid, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
-            a, w, *bias, c = (b[t] for t in step.args)
-            epilogue = None if step.bounds is None else (bias[0], *step.bounds)
+            a, w, *extra, c = (b[t] for t in step.args)   # extra: the bias, then the residual
+            epilogue = None if step.bounds is None else (extra[0], *step.bounds)
+            if step.residual is not None:
+                epilogue += (extra[1], *step.residual)
             return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed, epilogue))
         if isinstance(step, Transfer):
             dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))

@@ -52,25 +52,32 @@ def backend():
     return Device("opencl").backend
 
 
-@pytest.mark.parametrize("epilogue", [False, True], ids=["plain", "epilogue"])
+@pytest.mark.parametrize("epilogue", ["plain", "epilogue", "residual"])
 @pytest.mark.parametrize("m, n, k", SIZES)
 @pytest.mark.parametrize("name, defines, b_transposed, launch", SCHEDULES)
 def test_schedule_matches_numpy(backend, name, defines, b_transposed, launch, m, n, k, epilogue):
     rng = np.random.default_rng(m * 1000 + n + k)
     a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    bias = rng.standard_normal(n, dtype=np.float32)
-    source = defines + ("#define EPILOGUE\n" if epilogue else "")
+    bias, residual = rng.standard_normal(n, dtype=np.float32), rng.standard_normal((m, n), dtype=np.float32)
+    source = defines + {"plain": "", "epilogue": "#define EPILOGUE\n", "residual": "#define EPILOGUE\n#define RESIDUAL\n"}[epilogue]
     kernel = backend.compile(source + kernel_template("gemm.cl"), [name])[0]
-    bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias)]
+    bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias, residual)]
     backend.upload(bufs[0], a)
     backend.upload(bufs[1], np.ascontiguousarray(b.T) if b_transposed else b)
     backend.upload(bufs[3], bias)
-    extra = [bufs[3], np.float32(-0.5), np.float32(1.5)] if epilogue else []  # a clamp that bites both ways
+    backend.upload(bufs[4], residual)
+    extra = [] if epilogue == "plain" else [bufs[3], np.float32(-0.5), np.float32(1.5)]  # a clamp that bites both ways
+    if epilogue == "residual":
+        extra += [bufs[4], np.float32(-1.0), np.float32(np.inf)]
     kernel.set_args(*bufs[:3], np.int32(m), np.int32(n), np.int32(k), *extra)
     backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, *launch(m, n))
     c = np.empty((m, n), np.float32)
     backend.download(bufs[2], c)
-    want = np.clip(a @ b + bias, -0.5, 1.5) if epilogue else a @ b
+    want = a @ b
+    if epilogue != "plain":
+        want = np.clip(want + bias, -0.5, 1.5)
+    if epilogue == "residual":
+        want = np.maximum(want + residual, -1.0)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 

@@ -1,0 +1,110 @@
+"""An ADD whose one input is a GEMM's output, read by nothing else, and whose other is a float
+tensor of the same shape (a residual connection: MobileNet v2's and the MediaPipe detectors'
+blocks) folds into that GEMM's epilogue (kernels/gemm.cl RESIDUAL): the sum is stored once, the
+GEMM's own output never, and the ADD's launch goes. Done on a segment's finished steps, before
+its memory plan: the GEMM's epilogue is known there, and so are every reader and writer of each
+tensor. The result has the same bits: clamp(C + bias) as the GEMM stored it, plus the residual
+(addition commutes exactly), then the ADD's own activation, as its kernel computed them."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from ..ir.expr import Binary, Const, Expr, Load, Select
+from ..ir.kernel import Kernel
+from .steps import GemmStep, HostStep, KernelStep, Step, TemplateStep, TensorInfo, Transfer
+
+
+def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliases: dict[int, int],
+                       keep: set[int]) -> list[Step]:
+    """`steps` with each foldable ADD kernel merged into the GEMM it reads; the GEMM outputs
+    that are no longer stored leave `tensors`. `keep`: tensors read after the segment."""
+    writers: dict[int, list[int]] = {}
+    readers: Counter[int] = Counter()
+    for at, step in enumerate(steps):
+        for t in _reads(step):
+            readers[t] += 1
+        for t in _writes(step):
+            writers.setdefault(t, []).append(at)
+    viewed = set(aliases.values()) | set(aliases)
+    out = list(steps)
+    for at, step in enumerate(steps):
+        if not isinstance(step, KernelStep):
+            continue
+        found = _residual_add(step.kernel)
+        if found is None:
+            continue
+        a, b, bounds = found
+        for y, r in ((a, b), (b, a)):
+            gemm_at = _only(writers.get(y))
+            if gemm_at is None or gemm_at > at or not isinstance(out[gemm_at], GemmStep):
+                continue
+            gemm = out[gemm_at]
+            residual_at = writers.get(r, [])
+            foldable = (gemm.bounds is not None and gemm.residual is None and gemm.m * gemm.n == step.kernel.size
+                        and readers[y] == 1 and y not in keep and y not in viewed and r != y
+                        and len(residual_at) <= 1 and all(w < gemm_at for w in residual_at)
+                        and all(tensors.get(t) is not None and tensors[t].storage == "float"
+                                for t in (r, step.args[-1])))
+            if foldable:
+                a_, b_, bias, _ = gemm.args
+                out[gemm_at] = replace(gemm, args=[a_, b_, bias, r, step.args[-1]], residual=bounds,
+                                       ops=sorted(gemm.ops + step.ops))
+                out[at] = None
+                del tensors[y]
+                break
+    return [s for s in out if s is not None]
+
+
+def _only(at: list[int] | None) -> int | None:
+    return at[0] if at is not None and len(at) == 1 else None
+
+
+def _reads(step: Step) -> list[int]:
+    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+        return step.args[:-1]
+    if isinstance(step, Transfer):
+        return [] if step.to_device else [step.tensor]
+    assert isinstance(step, HostStep)
+    return step.inputs
+
+
+def _writes(step: Step) -> list[int]:
+    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+        return step.args[-1:]
+    if isinstance(step, Transfer):
+        return [step.tensor] if step.to_device else []
+    assert isinstance(step, HostStep)
+    return step.outputs
+
+
+def _residual_add(kernel: Kernel) -> tuple[int, int, tuple[float, float]] | None:
+    """(the two buffers, the activation's bounds) of a kernel storing act(x[i] + y[i]) in float,
+    both read at its own element; None for any other kernel."""
+    value, bounds = _unclamp(kernel.value)
+    if not (isinstance(value, Binary) and value.op == "+" and value.dtype == "float"):
+        return None
+    loads = [value.a, value.b]
+    if not all(isinstance(x, Load) and x.dtype == "float" and x.index is kernel.index for x in loads):
+        return None
+    return loads[0].buffer.key, loads[1].buffer.key, bounds
+
+
+def _unclamp(value: Expr) -> tuple[Expr, tuple[float, float]]:
+    """The value inside a fused activation (ops/lib/device.activation: `x < lo ? lo : x`, then
+    `v > hi ? hi : v`), and its bounds (the infinities where there is none)."""
+    lo, hi = float("-inf"), float("inf")
+    if _clamps(value, ">"):
+        hi, value = float(value.a.value), value.b
+    if _clamps(value, "<"):
+        lo, value = float(value.a.value), value.b
+    return value, (lo, hi)
+
+
+def _clamps(value: Expr, op: str) -> bool:
+    """`value` is `x OP c ? c : x` for a constant c."""
+    if not (isinstance(value, Select) and isinstance(value.cond, Binary) and value.cond.op == op):
+        return False
+    bound, limit = value.a, value.cond.b
+    return (value.cond.a is value.b and isinstance(bound, Const) and isinstance(limit, Const)
+            and bound.value == limit.value and bound.dtype == "float")
