@@ -21,7 +21,7 @@ import numpy as np
 
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
-from ..ir import Compute, Expr, clamp, fn
+from ..ir import BufferTensor, Compute, Expr, Stored, clamp, fn
 from ..ir.window import Image
 from .lib.device import COPYABLE, FLOATS, types_in
 from .lib.dtypes import quant_range
@@ -229,11 +229,28 @@ def _bilinear_tables(node: OpNode, out_size: int, in_size: int, p: ResizeParams)
             node.constant(np.stack([F32(1) - d, d], axis=1), T.TENSOR_FLOAT32))
 
 
-def _bilinear_device(node: OpNode, ins: list) -> Compute:
+def _bilinear_library(node: OpNode, x, tables: list) -> Stored | None:
+    """The target's resize_bilinear kernel (kernels/resize_bilinear.cl: channel vectors of one
+    output pixel a work-item, the generated kernel's bits) for a stored float32 NHWC image whose
+    channels 4 divides; None where it does not apply."""
+    p, (n, h, w, c) = node.params, node.in_shape(0)
+    if (p.nchw or node.in_operand(0).type != T.TENSOR_FLOAT32 or c % 4 or not isinstance(x, BufferTensor)
+            or x.buffer.storage != "float" or max(n * h * w * c, n * p.out_h * p.out_w * c) >= 2 ** 31
+            or not node.has_library("resize_bilinear")):
+        return None
+    vw = next(v for v in (16, 8, 4) if c % v == 0)
+    defines = dict(VW=vw, N=n, H=h, W=w, C=c, OH=p.out_h, OW=p.out_w)
+    return Stored(node.library("resize_bilinear", [x, *tables], n * p.out_h * p.out_w * (c // vw), defines))
+
+
+def _bilinear_device(node: OpNode, ins: list) -> Compute | Stored:
     x, p, t = ins[0], node.params, node.in_operand(0).type
     src, dst = _image(node, p)
     rows, row_w = _bilinear_tables(node, p.out_h, p.in_h, p)
     cols, col_w = _bilinear_tables(node, p.out_w, p.in_w, p)
+    stored = _bilinear_library(node, x, [rows, row_w, cols, col_w])
+    if stored is not None:
+        return stored
 
     def value(c):
         b, row, col, ch = dst.split(c)
