@@ -36,6 +36,8 @@ class OpenCLRenderer(CStyleRenderer):
     local_id = "get_local_id(0)"
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
     local_qualifier = "__local"
+    # PoCL unrolls no loop itself: a transposed convolution's 16-channel dot loop ran 2x faster so
+    unroll = '_Pragma("unroll")'
 
     def load(self, ptr: str, storage: str, index: str) -> str:
         return f"vload_half({index}, {ptr})" if storage == "half" else super().load(ptr, storage, index)

@@ -55,6 +55,9 @@ class CStyleRenderer:
     local_id: str | None = None
     barrier: str | None = None
     local_qualifier: str | None = None
+    # written before a reduction's loop of a constant trip count up to `unroll_max` (None: none)
+    unroll: str | None = None
+    unroll_max = 16
 
     @property
     def types(self) -> dict[str, str]:
@@ -460,7 +463,9 @@ class _KernelWriter:
             self.names[id(loop.var)] = v
             parent = self.levels[-1]
             parent.at = len(parent.lines)
-            self.line(f"for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; ++{v}) {{")
+            trips = int(stop) - int(start) if start.lstrip("-").isdigit() and stop.lstrip("-").isdigit() else None
+            hint = f"{self.r.unroll} " if self.r.unroll and trips is not None and trips <= self.r.unroll_max else ""
+            self.line(f"{hint}for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; ++{v}) {{")
             self.enter([loop])
             opened.append(parent)
         for acc, (name, comp) in zip(red.accs, accs):
