@@ -15,7 +15,7 @@ from ..ir.expr import (Binary, Buffer, Call, Cast, Const, Expr, Helper, Load, Lo
                        Unary, Var, all_children, bound_by, use_counts, walk)
 from ..ir.kernel import Kernel
 from ..ir.narrow import INT_MAX
-from ..ir.schedule import Schedule, constant_prefix
+from ..ir.schedule import Schedule, constant_bounds, constant_prefix
 from .render_vector import VectorWriter
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
@@ -463,8 +463,9 @@ class _KernelWriter:
             self.names[id(loop.var)] = v
             parent = self.levels[-1]
             parent.at = len(parent.lines)
-            trips = int(stop) - int(start) if start.lstrip("-").isdigit() and stop.lstrip("-").isdigit() else None
-            hint = f"{self.r.unroll} " if self.r.unroll and trips is not None and trips <= self.r.unroll_max else ""
+            bounds = constant_bounds(loop)
+            short = bounds is not None and bounds[1] - bounds[0] <= self.r.unroll_max
+            hint = f"{self.r.unroll} " if self.r.unroll and short else ""
             self.line(f"{hint}for ({types[loop.var.dtype]} {v} = {start}; {v} < {stop}; ++{v}) {{")
             self.enter([loop])
             opened.append(parent)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .expr import Const, Expr, Reduce, Select
+from .expr import Const, Expr, Loop, Reduce, Select
 from .kernel import Kernel
 from .narrow import INT_MAX
 from .vectorize import vector_width
@@ -87,15 +87,23 @@ class Schedule:
         return Grid((-(-threads // self.group) * self.group,), (self.group,))
 
 
+def constant_bounds(loop: Loop) -> tuple[int, int] | None:
+    """(start, stop) of a loop whose bounds are constants (stop no lower than start), else None."""
+    start, stop = (b.value if isinstance(b, Const) else b for b in (loop.start, loop.stop))
+    if not (isinstance(start, int) and isinstance(stop, int)):
+        return None
+    return start, max(stop, start)
+
+
 def constant_prefix(red: Reduce) -> list[tuple[int, int]]:
     """(start, stop) of the reduction's leading loops whose bounds are constants: the loops a
     work-group shares, walked as one flattened range."""
     bounds = []
     for loop in red.loops:
-        start, stop = (b.value if isinstance(b, Const) else b for b in (loop.start, loop.stop))
-        if not (isinstance(start, int) and isinstance(stop, int)):
+        found = constant_bounds(loop)
+        if found is None:
             break
-        bounds.append((start, max(stop, start)))
+        bounds.append(found)
     return bounds
 
 
