@@ -7,7 +7,11 @@
 // fully connected layer's output, written once. With RESIDUAL as well, it then adds the element
 // of `residual` ([M, N], as C) and clamps again by lo2 and hi2: an ADD that read the GEMM's
 // output (a residual connection) folded in (compiler/gemm_fold.py), the same operations in the
-// same order. The clamps compare, so NaN stays NaN; no activation passes -INFINITY and INFINITY.
+// same order. With THEN instead, it passes clamp(C + bias) to nn_then (nn_then_v4/8/16 on
+// vectors of a row's neighbouring elements), defined before this text: the one elementwise
+// kernel that read the GEMM's output, folded in (compiler/render_epilogue.py), with its other
+// buffers after hi (THEN_PARAMS). The clamps compare, so NaN stays NaN; no activation passes
+// -INFINITY and INFINITY.
 #ifdef EPILOGUE
 inline float clamped(float v, const float lo, const float hi) {
     v = v < lo ? lo : v;
@@ -17,6 +21,9 @@ inline float clamped(float v, const float lo, const float hi) {
 #define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi, \
                       __global const float* restrict residual, const float lo2, const float hi2
 #define FINISH(v, r, c) clamped(clamped((v) + bias[c], lo, hi) + residual[(long)(r) * N + (c)], lo2, hi2)
+#elif defined(THEN)
+#define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi THEN_PARAMS
+#define FINISH(v, r, c) nn_then(clamped((v) + bias[c], lo, hi), (long)(r) * N + (c) THEN_ARGS)
 #else
 #define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi
 #define FINISH(v, r, c) clamped((v) + bias[c], lo, hi)
@@ -128,6 +135,9 @@ CLAMPED_VEC_DEF(VW)
 #ifdef RESIDUAL
 #define FINISH_VEC(n, v, r, c) \
     CLAMPED_VEC(n, BIASED_VEC(n, v, c) + VLOAD(n)(0, residual + (long)(r) * N + (c)), lo2, hi2)
+#elif defined(THEN)
+#define THEN_VEC(n, y, i) nn_then_v##n(y, i THEN_ARGS)
+#define FINISH_VEC(n, v, r, c) THEN_VEC(n, BIASED_VEC(n, v, c), (long)(r) * N + (c))
 #else
 #define FINISH_VEC(n, v, r, c) BIASED_VEC(n, v, c)
 #endif

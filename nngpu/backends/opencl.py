@@ -269,14 +269,16 @@ class OpenCLBackend(Backend):
     def kernel(self, program, name: str):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
-    def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None) -> tuple[str, str, Grid]:
+    def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
+                   then: str | None = None) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
         device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 32 columns
         (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide. On a GPU,
         32 x 32 tiles of C in local memory, 4 rows a work-item. With the epilogue, the same
-        kernels add the bias and clamp as they store (and add a residual and clamp again)."""
+        kernels add the bias and clamp as they store (and add a residual and clamp again, or
+        pass the value to `then`, a folded kernel's function)."""
         defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
-        text = defines + kernel_template("gemm.cl")
+        text = defines + (then or "") + kernel_template("gemm.cl")
         if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
             return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
@@ -296,12 +298,12 @@ class OpenCLBackend(Backend):
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
-                  epilogue: tuple | None = None):
-        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue)
+                  epilogue: tuple | None = None, then: tuple[str, list] | None = None):
+        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0])
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
         extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]
-        kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k), *extra)
+        kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k), *extra, *(then[1] if then else ()))
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
     def timed(self, run) -> int:

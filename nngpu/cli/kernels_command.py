@@ -64,6 +64,9 @@ def run(args) -> int:
             elif isinstance(step, GemmStep):
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 bt = (" B transposed" if step.b_transposed else "") + (" + residual" if step.residual else "")
+                if step.then:   # the folded kernel's function, beside the kernels
+                    bt += " + then"
+                    (out / f"{n:03d}_gemm_then{target.suffix}").write_text(step.then)
                 lines.append(f"step {n:3d} gemm m={step.m} n={step.n} k={step.k}{bt} (tensors {step.args}): {names}")
             elif isinstance(step, HostStep):
                 lines.append(f"step {n:3d} host   {step.op}:{ops[step.op].type.name}")

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from ..ir.expr import Binary, Const, Expr, Load, Select
+from ..ir.expr import Binary, Const, Expr, Load, Reduce, ReduceOut, Select, walk
 from ..ir.kernel import Kernel
+from .render_epilogue import reads_only_own_element, render_then
 from .steps import GemmStep, HostStep, KernelStep, Step, TemplateStep, TensorInfo, Transfer
+from .target import Target
 
 
 def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliases: dict[int, int],
@@ -51,6 +53,50 @@ def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliase
                 out[gemm_at] = replace(gemm, args=[a_, b_, bias, r, step.args[-1]], residual=bounds,
                                        ops=sorted(gemm.ops + step.ops))
                 out[at] = None
+                del tensors[y]
+                break
+    return [s for s in out if s is not None]
+
+
+def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo], aliases: dict[int, int],
+                               keep: set[int], target: Target) -> list[Step]:
+    """`steps` with each GEMM whose output one elementwise float kernel alone reads (every load
+    at its own element: a swish, a hard-swish, the face detector's PAD+ADD+RELU) computing that
+    kernel as it stores (GemmStep.then), in the kernel's place; the GEMM outputs no longer
+    stored leave `tensors`. `keep`: tensors read after the segment."""
+    writers: dict[int, list[int]] = {}
+    readers: Counter[int] = Counter()
+    for at, step in enumerate(steps):
+        for t in _reads(step):
+            readers[t] += 1
+        for t in _writes(step):
+            writers.setdefault(t, []).append(at)
+    viewed = set(aliases.values()) | set(aliases)
+    out = list(steps)
+    for at, step in enumerate(steps):
+        if not isinstance(step, KernelStep) or tensors.get(step.args[-1]) is None:
+            continue
+        kernel = step.kernel
+        if kernel.out.storage != "float" or kernel.value.dtype != "float" or tensors[step.args[-1]].storage != "float":
+            continue
+        if any(isinstance(node, (Reduce, ReduceOut)) for node in walk(kernel.value)):
+            continue
+        for y in step.args[:-1]:
+            gemm_at = _only(writers.get(y))
+            if gemm_at is None or not isinstance(out[gemm_at], GemmStep):
+                continue
+            gemm = out[gemm_at]
+            foldable = (gemm.bounds is not None and gemm.residual is None and gemm.then is None
+                        and gemm.m * gemm.n == kernel.size and readers[y] == 1 and y not in keep
+                        and y not in viewed and reads_only_own_element(kernel, y)
+                        and all(len(writers.get(t, [])) <= 1 for t in gemm.args[:-1]))
+            if foldable:
+                then = render_then(target.renderer, kernel, y, gemm.n, target.schedule.vector > 1)
+                others = [t for t in step.args[:-1] if t != y]
+                # at the kernel's place: the GEMM's inputs, written once and before it, are still there
+                out[at] = replace(gemm, args=[*gemm.args[:3], *others, step.args[-1]], then=then,
+                                  ops=sorted(gemm.ops + step.ops))
+                out[gemm_at] = None
                 del tensors[y]
                 break
     return [s for s in out if s is not None]

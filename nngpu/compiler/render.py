@@ -142,7 +142,7 @@ class CStyleRenderer:
         bodies = []
         for kernel in kernels:
             lanes = schedule.lanes(kernel)
-            writer = VectorWriter(self, kernel, lanes) if lanes > 1 else _KernelWriter(self, kernel, schedule)
+            writer = VectorWriter(self, kernel, lanes) if lanes > 1 else KernelWriter(self, kernel, schedule)
             body = writer.body()
             for part in [*self.prelude(writer.storages), *self.render_helpers(writer.helpers)]:
                 if part not in head:
@@ -184,7 +184,7 @@ class _Level:
     memo: dict[int, str] = field(default_factory=dict)
 
 
-class _KernelWriter:
+class KernelWriter:
     """Writes one kernel. Every node is computed once, in the outermost scope where what it
     uses is bound (loop-invariant values are hoisted out of loops), but never outside the select
     branch that guards it."""

@@ -81,7 +81,10 @@ class GemmStep:
     [n, k] (a weight matrix in the model's own layout, read in place). With bounds, the GEMM's
     epilogue stores clamp(C + bias[column], lo, hi): args are then A, B, bias, C. With residual
     bounds as well (lo2, hi2: an ADD folded in, compiler/gemm_fold.py) it stores
-    clamp(clamp(C + bias, lo, hi) + R, lo2, hi2), R [m, n]: args are A, B, bias, R, C."""
+    clamp(clamp(C + bias, lo, hi) + R, lo2, hi2), R [m, n]: args are A, B, bias, R, C. With
+    `then` instead (the C source of an elementwise kernel folded in, compiler/render_epilogue.py)
+    it stores that kernel's value of clamp(C + bias, lo, hi): args are A, B, bias, the kernel's
+    other buffers, C."""
 
     args: list[int]             # A, B, C (A, B, bias, C with bounds; A, B, bias, R, C with residual)
     m: int
@@ -91,6 +94,7 @@ class GemmStep:
     b_transposed: bool = False
     bounds: tuple[float, float] | None = None
     residual: tuple[float, float] | None = None
+    then: str | None = None
 
     @property
     def tensors(self) -> list[int]:

@@ -134,11 +134,13 @@ class Segment:
         if isinstance(step, (KernelStep, TemplateStep)):
             return DeviceCall(backend, backend.bind(self.kernels[step.name], step.grid, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
-            a, w, *extra, c = (b[t] for t in step.args)   # extra: the bias, then the residual
+            a, w, *extra, c = (b[t] for t in step.args)   # extra: the bias, then the residual or then's buffers
             epilogue = None if step.bounds is None else (extra[0], *step.bounds)
             if step.residual is not None:
                 epilogue += (extra[1], *step.residual)
-            return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed, epilogue))
+            then = None if step.then is None else (step.then, extra[1:])
+            return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed,
+                                                         epilogue, then))
         if isinstance(step, Transfer):
             dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))
             kind = Upload if step.to_device else Download
