@@ -10,8 +10,17 @@
 // The taps are unrolled (KH and KW are constants; PoCL unrolls no loop itself), and a window
 // wholly inside the image takes them without a bounds test each: on PoCL 1.6-2x faster, a
 // 112x112x32 layer as fast as a copy of its input.
+// With THEN, the vector it would store goes through nn_then_vVW first, defined before this text:
+// the one elementwise kernel that read this layer's output, folded in (compiler/gemm_fold.py),
+// its other buffers before `out` (THEN_PARAMS).
 // Launch: global = N * OH * OW * (C / VW), 1-D; every index fits in 32 bits (checked at lowering).
 #include "vectors.h"
+#ifdef THEN
+#define THEN_VEC_(n, y, i) nn_then_v##n(y, i THEN_ARGS)
+#define THEN_VEC(n, y, i) THEN_VEC_(n, y, i)
+#else
+#define THEN_PARAMS
+#endif
 #define GROUPS (C / VW)
 #define UNROLL _Pragma("unroll")
 // tap (ky, kx) of the window at `origin`: its input vector times the filter's
@@ -19,7 +28,7 @@
                      VLOAD(VW)(0, w + ((ky) * KW + (kx)) * C + c))
 
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,
-                   __global const float* restrict bias, __global float* restrict out) {
+                   __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
     const int g = get_global_id(0);
     if (g >= N * OH * OW * GROUPS) return;
     const int c = (g % GROUPS) * VW;
@@ -45,6 +54,9 @@ __kernel void NAME(__global const float* restrict x, __global const float* restr
 #ifdef LO
     acc = select(acc, (VEC(VW))(LO), (IVEC(VW))(acc < (VEC(VW))(LO)));
     acc = select(acc, (VEC(VW))(HI), (IVEC(VW))(acc > (VEC(VW))(HI)));
+#endif
+#ifdef THEN
+    acc = THEN_VEC(VW, acc, pixel * C + c);
 #endif
     VSTORE(VW)(acc, 0, out + pixel * C + c);
 }

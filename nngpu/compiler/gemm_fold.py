@@ -7,6 +7,7 @@ tensor. The result has the same bits: clamp(C + bias) as the GEMM stored it, plu
 (addition commutes exactly), then the ADD's own activation, as its kernel computed them."""
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import replace
 
@@ -60,10 +61,11 @@ def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliase
 
 def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo], aliases: dict[int, int],
                                keep: set[int], target: Target) -> list[Step]:
-    """`steps` with each GEMM whose output one elementwise float kernel alone reads (every load
-    at its own element: a swish, a hard-swish, the face detector's PAD+ADD+RELU) computing that
-    kernel as it stores (GemmStep.then), in the kernel's place; the GEMM outputs no longer
-    stored leave `tensors`. `keep`: tensors read after the segment."""
+    """`steps` with each GEMM or template kernel (a depthwise convolution) whose output one
+    elementwise float kernel alone reads (every load at its own element: a swish, a hard-swish,
+    the face detector's PAD+ADD+RELU) computing that kernel as it stores (GemmStep.then, a
+    template's THEN), in the kernel's place; the outputs no longer stored leave `tensors`.
+    `keep`: tensors read after the segment."""
     writers: dict[int, list[int]] = {}
     readers: Counter[int] = Counter()
     for at, step in enumerate(steps):
@@ -82,24 +84,38 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
         if any(isinstance(node, (Reduce, ReduceOut)) for node in walk(kernel.value)):
             continue
         for y in step.args[:-1]:
-            gemm_at = _only(writers.get(y))
-            if gemm_at is None or not isinstance(out[gemm_at], GemmStep):
+            producer_at = _only(writers.get(y))
+            if producer_at is None or out[producer_at] is None or tensors.get(y) is None:
                 continue
-            gemm = out[gemm_at]
-            foldable = (gemm.bounds is not None and gemm.residual is None and gemm.then is None
-                        and gemm.m * gemm.n == kernel.size and readers[y] == 1 and y not in keep
-                        and y not in viewed and reads_only_own_element(kernel, y)
-                        and all(len(writers.get(t, [])) <= 1 for t in gemm.args[:-1]))
-            if foldable:
-                then = render_then(target.renderer, kernel, y, gemm.n, target.schedule.vector > 1)
-                others = [t for t in step.args[:-1] if t != y]
-                # at the kernel's place: the GEMM's inputs, written once and before it, are still there
-                out[at] = replace(gemm, args=[*gemm.args[:3], *others, step.args[-1]], then=then,
-                                  ops=sorted(gemm.ops + step.ops))
-                out[gemm_at] = None
-                del tensors[y]
-                break
+            producer = out[producer_at]
+            row = _then_row(producer)
+            foldable = (row is not None and math.prod(tensors[y].shape) == kernel.size and readers[y] == 1
+                        and y not in keep and y not in viewed and reads_only_own_element(kernel, y)
+                        and all(len(writers.get(t, [])) <= 1 for t in producer.args[:-1]))
+            if not foldable:
+                continue
+            vectors = isinstance(producer, TemplateStep) or target.schedule.vector > 1
+            then = render_then(target.renderer, kernel, y, row, vectors)
+            others = [t for t in step.args[:-1] if t != y]
+            args = [*producer.args[:-1], *others, step.args[-1]]
+            ops = sorted(producer.ops + step.ops)
+            # at the kernel's place: the producer's inputs, written once and before it, are still there
+            out[at] = (replace(producer, args=args, then=then, ops=ops) if isinstance(producer, GemmStep) else
+                       replace(producer, args=args, source=then + producer.source, ops=ops, then_row=None))
+            out[producer_at] = None
+            del tensors[y]
+            break
     return [s for s in out if s is not None]
+
+
+def _then_row(step: Step) -> int | None:
+    """The length of the rows a step that can take a folded kernel stores its vectors within;
+    None for any other step."""
+    if isinstance(step, GemmStep) and step.bounds is not None and step.residual is None and step.then is None:
+        return step.n
+    if isinstance(step, TemplateStep):
+        return step.then_row
+    return None
 
 
 def _only(at: list[int] | None) -> int | None:

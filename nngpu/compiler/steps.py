@@ -112,6 +112,9 @@ class TemplateStep:
     args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
     ops: list[int]
     grid: Grid
+    # a template that calls a folded elementwise kernel as it stores (#define THEN, its function
+    # first: compiler/gemm_fold.py) on vectors within rows of this many elements; None: one that cannot
+    then_row: int | None = None
 
     @property
     def tensors(self) -> list[int]:

@@ -235,7 +235,7 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     if bounds is not None:
         defines.update(LO=f"{bounds[0]:.1f}f", HI="INFINITY" if bounds[1] == float("inf") else f"{bounds[1]:.1f}f")
     size = g.n * g.oh * g.ow * (g.cout // vw)
-    return Stored(node.library("depthwise", [x, f, b], size, defines))
+    return Stored(node.library("depthwise", [x, f, b], size, defines, then_row=g.cout))
 
 
 def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute | Stored:

@@ -1,0 +1,156 @@
+"""compiler/gemm_fold.py's fold_elementwise_consumers and compiler/render_epilogue.py: the one
+elementwise kernel that reads a GEMM's or a depthwise template's output folds into it, which
+computes it as it stores (one launch and one stored tensor fewer), only where nothing else
+reads that output and the kernel reads it at its own element; on the OpenCL device here the
+folded plan gives the unfolded plan's answer."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from nngpu.backends import create, device_backends
+from nngpu.backends.opencl import CPU_TARGET, TARGET as OPENCL
+from nngpu.compiler.lower import device_plan, lower_model
+from nngpu.compiler.steps import GemmStep, KernelStep, TemplateStep
+from nngpu.hal import OperationType as Op
+from nngpu.runtime.interpreter import GraphRunner
+
+from .model_builder import ModelBuilder, T
+
+HW = 16
+COUT = 32
+PADDED = 24   # pad-add's second input: channels
+
+
+def _conv(b: ModelBuilder, x: int, cin: int, act: int) -> tuple[int, Callable]:
+    """A 1x1 convolution of HW * HW x COUT x cin multiply-adds (a GEMM on OpenCL): its output
+    and its numpy function."""
+    rng = np.random.default_rng(cin)
+    w = (rng.standard_normal((COUT, 1, 1, cin)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(COUT).astype(np.float32)
+    ins = [x, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias), b.constant(T.INT32, 2),
+           b.constant(T.INT32, 1), b.constant(T.INT32, 1), b.constant(T.INT32, act)]
+    y = b.op(Op.CONV_2D, ins, T.TENSOR_FLOAT32, [1, HW, HW, COUT])
+    return y, lambda v: _act(v @ w.reshape(COUT, -1).T + bias, act)
+
+
+def _depthwise(b: ModelBuilder, x: int, act: int) -> tuple[int, Callable]:
+    """A 3x3 depthwise convolution with SAME padding (the depthwise template on OpenCL)."""
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((1, 3, 3, COUT)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(COUT).astype(np.float32)
+    ins = [x, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias), b.constant(T.INT32, 1),
+           b.constant(T.INT32, 1), b.constant(T.INT32, 1), b.constant(T.INT32, 1), b.constant(T.INT32, act)]
+    y = b.op(Op.DEPTHWISE_CONV_2D, ins, T.TENSOR_FLOAT32, [1, HW, HW, COUT])
+
+    def reference(v: np.ndarray) -> np.ndarray:
+        p = np.pad(v, [(0, 0), (1, 1), (1, 1), (0, 0)])
+        taps = [p[:, ky:ky + HW, kx:kx + HW, :] * w[0, ky, kx] for ky in range(3) for kx in range(3)]
+        return _act(sum(taps) + bias, act)
+    return y, reference
+
+
+def _act(y: np.ndarray, act: int) -> np.ndarray:
+    return np.maximum(y, 0) if act == 1 else y
+
+
+def block(consumer: str, producer: str = "conv", also_output: bool = False):
+    """x -> `producer` (a 1x1 CONV_2D or a DEPTHWISE_CONV_2D) -> `consumer`: the model and its
+    numpy answer for its inputs. hard-swish: HARD_SWISH; swish: MUL(y, LOGISTIC(y)); pad-add:
+    RELU(ADD(y, PAD(z))), z with fewer channels than y (the MediaPipe face detector's blocks)."""
+    b = ModelBuilder()
+    shape = [1, HW, HW, COUT]
+    x = b.input(T.TENSOR_FLOAT32, shape)
+    act = 0 if consumer == "swish" else 1
+    y, produce = _conv(b, x, COUT, act) if producer == "conv" else _depthwise(b, x, act)
+    if consumer == "hard-swish":
+        out = b.op(Op.HARD_SWISH, [y], T.TENSOR_FLOAT32, shape)
+    elif consumer == "swish":
+        gate = b.op(Op.LOGISTIC, [y], T.TENSOR_FLOAT32, shape)
+        out = b.op(Op.MUL, [y, gate, b.constant(T.INT32, 0)], T.TENSOR_FLOAT32, shape)
+    else:
+        z = b.input(T.TENSOR_FLOAT32, [1, HW, HW, PADDED])
+        pads = b.constant(T.TENSOR_INT32, [[0, 0], [0, 0], [0, 0], [0, COUT - PADDED]])
+        padded = b.op(Op.PAD, [z, pads], T.TENSOR_FLOAT32, shape)
+        out = b.op(Op.ADD, [y, padded, b.constant(T.INT32, 1)], T.TENSOR_FLOAT32, shape)
+    b.output(out)
+    if also_output:
+        b.output(y)
+
+    def want(*inputs: np.ndarray) -> np.ndarray:
+        v = produce(inputs[0])
+        if consumer == "hard-swish":
+            return v * np.clip(v + 3, 0, 6) / 6
+        if consumer == "swish":
+            return v / (1 + np.exp(-v))
+        return np.maximum(v + np.pad(inputs[1], [(0, 0)] * 3 + [(0, COUT - PADDED)]), 0)
+    return b.build(), want, y
+
+
+def _steps(model, target=OPENCL, fuse=True):
+    steps = lower_model(GraphRunner(model), target, fuse=fuse).steps
+    return [s for s in steps if isinstance(s, (GemmStep, TemplateStep))], [s for s in steps if isinstance(s, KernelStep)]
+
+
+CONSUMERS = ["hard-swish", "swish", "pad-add"]
+PRODUCERS = ["conv", "depthwise"]
+
+
+def _then(step) -> str:
+    """The folded kernel's C source in a GEMM's or a template's step ("" without one)."""
+    if isinstance(step, GemmStep):
+        return step.then or ""
+    return step.source[:step.source.index("#define NAME")]   # what came before the template's own defines
+
+
+@pytest.mark.parametrize("target", [OPENCL, CPU_TARGET], ids=["gpu", "cpu"])
+@pytest.mark.parametrize("producer", PRODUCERS)
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_the_consumer_becomes_the_producers_epilogue(consumer, producer, target):
+    model, _, y = block(consumer, producer)
+    (step,), kernels = _steps(model, target)
+    assert not kernels and _then(step) and len(step.ops) > 1
+    inputs, out = model.main.inputIndexes, model.main.outputIndexes[0]
+    assert step.args[-1] == out and y not in step.args   # the producer's output is never stored
+    assert step.args[3:-1] == inputs[1:]   # the consumer's other buffer (pad-add's z) after the producer's
+    # GEMMs store vectors only on CPU devices; the depthwise template on every OpenCL device
+    assert ("nn_then_v16" in _then(step)) == (target is CPU_TARGET or producer == "depthwise")
+
+
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_a_lane_wise_consumer_is_written_in_vectors_and_a_gather_lane_by_lane(producer):
+    (swish,), _ = _steps(block("swish", producer)[0], CPU_TARGET)
+    (padded,), _ = _steps(block("pad-add", producer)[0], CPU_TARGET)
+    assert "exp(" in _then(swish).split("nn_then_v16")[1] and "lane[" not in _then(swish)
+    assert "lane[j] = nn_then(lane[j], i + j, in0)" in _then(padded).split("nn_then_v16")[1]
+
+
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_an_output_read_elsewhere_is_stored_and_the_consumer_stays(producer):
+    model, _, _ = block("hard-swish", producer, also_output=True)
+    (step,), kernels = _steps(model)
+    assert not _then(step) and len(kernels) == 1
+
+
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_without_fusion_nothing_folds(producer):
+    (step,), kernels = _steps(block("hard-swish", producer)[0], fuse=False)
+    assert not _then(step) and len(kernels) == 1
+
+
+@pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+@pytest.mark.parametrize("producer", PRODUCERS)
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_folded_answers_are_the_unfolded_ones(consumer, producer):
+    model, want, _ = block(consumer, producer)
+    rng = np.random.default_rng(7)
+    inputs = [(rng.standard_normal([1, HW, HW, COUT]) * 2).astype(np.float32)]
+    if consumer == "pad-add":
+        inputs.append(rng.standard_normal([1, HW, HW, PADDED]).astype(np.float32))
+    backend = create("opencl")
+    folded = np.asarray(device_plan(GraphRunner(model), backend).execute(inputs)[0])
+    unfolded = np.asarray(device_plan(GraphRunner(model), backend, fuse=False).execute(inputs)[0])
+    assert folded.tobytes() == unfolded.tobytes()
+    np.testing.assert_allclose(folded, want(*inputs), rtol=1e-5, atol=1e-5)
