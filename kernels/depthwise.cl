@@ -16,8 +16,8 @@
 // Launch: global = N * OH * OW * (C / VW), 1-D; every index fits in 32 bits (checked at lowering).
 #include "vectors.h"
 #ifdef THEN
-#define THEN_VEC_(n, y, i) nn_then_v##n(y, i THEN_ARGS)
-#define THEN_VEC(n, y, i) THEN_VEC_(n, y, i)
+#define THEN_VEC_(n, y, r, c) nn_then_v##n(y, (r) * C + (c), r, c THEN_ARGS)
+#define THEN_VEC(n, y, r, c) THEN_VEC_(n, y, r, c)
 #else
 #define THEN_PARAMS
 #endif
@@ -56,7 +56,7 @@ __kernel void NAME(__global const float* restrict x, __global const float* restr
     acc = select(acc, (VEC(VW))(HI), (IVEC(VW))(acc > (VEC(VW))(HI)));
 #endif
 #ifdef THEN
-    acc = THEN_VEC(VW, acc, pixel * C + c);
+    acc = THEN_VEC(VW, acc, pixel, c);   // rows of C: the pixel, the channel
 #endif
     VSTORE(VW)(acc, 0, out + pixel * C + c);
 }

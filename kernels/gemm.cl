@@ -8,10 +8,14 @@
 // of `residual` ([M, N], as C) and clamps again by lo2 and hi2: an ADD that read the GEMM's
 // output (a residual connection) folded in (compiler/gemm_fold.py), the same operations in the
 // same order. With THEN instead, it passes clamp(C + bias) to nn_then (nn_then_v4/8/16 on
-// vectors of a row's neighbouring elements), defined before this text: the one elementwise
-// kernel that read the GEMM's output, folded in (compiler/render_epilogue.py), with its other
-// buffers after hi (THEN_PARAMS). The clamps compare, so NaN stays NaN; no activation passes
-// -INFINITY and INFINITY.
+// vectors of a row's neighbouring elements), with its index, row and column, defined before
+// this text: the one elementwise kernel that read the GEMM's output, folded in
+// (compiler/render_epilogue.py), with its other buffers after hi (THEN_PARAMS). The clamps
+// compare, so NaN stays NaN; no activation passes -INFINITY and INFINITY.
+// B's row stride: N, or LDB where the compiler padded a packed B's rows (zeros past column N).
+#ifndef LDB
+#define LDB N
+#endif
 #ifdef EPILOGUE
 inline float clamped(float v, const float lo, const float hi) {
     v = v < lo ? lo : v;
@@ -23,7 +27,7 @@ inline float clamped(float v, const float lo, const float hi) {
 #define FINISH(v, r, c) clamped(clamped((v) + bias[c], lo, hi) + residual[(long)(r) * N + (c)], lo2, hi2)
 #elif defined(THEN)
 #define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi THEN_PARAMS
-#define FINISH(v, r, c) nn_then(clamped((v) + bias[c], lo, hi), (long)(r) * N + (c) THEN_ARGS)
+#define FINISH(v, r, c) nn_then(clamped((v) + bias[c], lo, hi), (long)(r) * N + (c), r, c THEN_ARGS)
 #else
 #define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi
 #define FINISH(v, r, c) clamped((v) + bias[c], lo, hi)
@@ -68,7 +72,7 @@ void nn_gemm_tiled(__global const float* restrict A, __global const float* restr
         for (int w = 0; w < WPT; ++w) {
             const int r = ty + w * RTS, arow = get_group_id(1) * TS + r;
             As[r][tx] = (arow < M && t + tx < K) ? A[(long)arow * K + t + tx] : 0.0f;
-            Bs[r][tx] = (t + r < K && col < N) ? B[(long)(t + r) * N + col] : 0.0f;
+            Bs[r][tx] = (t + r < K && col < N) ? B[(long)(t + r) * LDB + col] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         TILE_PRODUCTS(As, Bs, acc)
@@ -107,7 +111,8 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
 // accumulators in memory, a load and a store around every multiply-add (3-4x slower). PoCL's
 // implicit vectorization across work-items would gather the A loads instead (3-8x slower). A
 // block past the last row computes that row again and stores only the rows that exist; columns
-// past the last whole block of vectors take the scalar path. Row blocks are the first grid
+// past the last whole block of vectors take the scalar path, unless B's rows are padded (LDB):
+// then the last block computes whole vectors and stores the columns before N one by one. Row blocks are the first grid
 // dimension, so the work-items that run one after another share their B panel in cache.
 // Launch: global = (ceil(M / ROWS), ceil(N / (VW * NV))).
 #define ROWS 4
@@ -136,8 +141,8 @@ CLAMPED_VEC_DEF(VW)
 #define FINISH_VEC(n, v, r, c) \
     CLAMPED_VEC(n, BIASED_VEC(n, v, c) + VLOAD(n)(0, residual + (long)(r) * N + (c)), lo2, hi2)
 #elif defined(THEN)
-#define THEN_VEC(n, y, i) nn_then_v##n(y, i THEN_ARGS)
-#define FINISH_VEC(n, v, r, c) THEN_VEC(n, BIASED_VEC(n, v, c), (long)(r) * N + (c))
+#define THEN_VEC(n, y, r, c) nn_then_v##n(y, (long)(r) * N + (c), r, c THEN_ARGS)
+#define FINISH_VEC(n, v, r, c) THEN_VEC(n, BIASED_VEC(n, v, c), r, c)
 #else
 #define FINISH_VEC(n, v, r, c) BIASED_VEC(n, v, c)
 #endif
@@ -148,7 +153,7 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
                           __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
     const int row = get_global_id(0) * ROWS, col = get_global_id(1) * (VW * NV);
     if (col >= N || row >= M) return;
-    if (col + VW * NV <= N) {
+    if (col + VW * NV <= LDB) {
         VEC(VW) acc[ROWS][NV];
         const __global float* a[ROWS];
         UNROLL for (int r = 0; r < ROWS; ++r) {
@@ -156,7 +161,7 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
             UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = (VEC(VW))(0.0f);
         }
         const __global float* b = B + col;
-        for (int k = 0; k < K; ++k, b += N) {
+        for (int k = 0; k < K; ++k, b += LDB) {
             VEC(VW) bv[NV];
             UNROLL for (int v = 0; v < NV; ++v) bv[v] = VLOAD(VW)(0, b + v * VW);
             UNROLL for (int r = 0; r < ROWS; ++r) {
@@ -164,17 +169,35 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
                 UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = fma(x, bv[v], acc[r][v]);
             }
         }
-        UNROLL for (int r = 0; r < ROWS; ++r) {
-            if (row + r >= M) break;
+        if (col + VW * NV <= N) {
+            UNROLL for (int r = 0; r < ROWS; ++r) {
+                if (row + r >= M) break;
+                __global float* out = C + (long)(row + r) * N + col;
+                UNROLL for (int v = 0; v < NV; ++v) VSTORE(VW)(FINISH_VEC(VW, acc[r][v], row + r, col + v * VW), 0, out + v * VW);
+            }
+            return;
+        }
+        // the last block of a padded B: its whole vectors before N, then the columns before N
+        // one by one
+        for (int r = 0; r < ROWS && row + r < M; ++r) {
             __global float* out = C + (long)(row + r) * N + col;
-            UNROLL for (int v = 0; v < NV; ++v) VSTORE(VW)(FINISH_VEC(VW, acc[r][v], row + r, col + v * VW), 0, out + v * VW);
+            UNROLL for (int v = 0; v < NV; ++v) {
+                if (col + (v + 1) * VW <= N) {
+                    VSTORE(VW)(FINISH_VEC(VW, acc[r][v], row + r, col + v * VW), 0, out + v * VW);
+                } else {
+                    float lanes[VW];
+                    VSTORE(VW)(acc[r][v], 0, lanes);
+                    for (int j = 0; j < VW && col + v * VW + j < N; ++j)
+                        out[v * VW + j] = FINISH(lanes[j], row + r, col + v * VW + j);
+                }
+            }
         }
         return;
     }
     for (int c = col; c < N; ++c) {
         for (int r = row; r < min(row + ROWS, M); ++r) {
             float s = 0.0f;
-            for (int k = 0; k < K; ++k) s = fma(A[(long)r * K + k], B[(long)k * N + c], s);
+            for (int k = 0; k < K; ++k) s = fma(A[(long)r * K + k], B[(long)k * LDB + c], s);
             C[(long)r * N + c] = FINISH(s, r, c);
         }
     }

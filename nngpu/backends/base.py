@@ -284,12 +284,16 @@ class Backend(ABC):
         return functools.partial(self.launch, kernel, grid, args)
 
     def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
-                  epilogue: tuple | None = None, then: tuple[str, list] | None = None) -> Callable[[], Any]:
+                  epilogue: tuple | None = None, then: tuple[str, list] | None = None,
+                  ldb: int | None = None) -> Callable[[], Any]:
         """The GEMM as a call without arguments; with epilogue (bias buffer, lo, hi) it stores
         clamp(C + bias, lo, hi), and with (bias, lo, hi, residual buffer, lo2, hi2)
         clamp(clamp(C + bias, lo, hi) + residual, lo2, hi2); with `then` (a folded kernel's
         source, its buffers) that kernel's value of clamp(C + bias, lo, hi): what only a backend
-        whose target has gemm_epilogue is asked for."""
+        whose target has gemm_epilogue is asked for. `ldb`: B's row stride where its rows are
+        padded (a target's gemm_pad_columns)."""
+        if ldb is not None:
+            raise NotImplementedError(f"the {self.name} backend's GEMM reads B with rows of N columns")
         if epilogue is not None or then is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM has no epilogue")
         return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed)

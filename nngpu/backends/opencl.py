@@ -64,7 +64,7 @@ class OpenCLRenderer(CStyleRenderer):
         return f"(({kind}{n})({scalar}))"
 
 
-def _target(name: str, schedule: Schedule, templates: dict[str, str]) -> Target:
+def _target(name: str, schedule: Schedule, templates: dict[str, str], gemm_pad_columns: int = 1) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
         templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "resize_bilinear": "resize_bilinear.cl",
@@ -74,7 +74,7 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str]) -> Target:
         # loop per output: on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds
         # run 2.5x faster as GEMMs, even with the launch their fused PAD+ADD+RELU then needs of its
         # own; below 2^16 that launch costs more than it saves.
-        gemm_min_work=1 << 16)
+        gemm_min_work=1 << 16, gemm_pad_columns=gemm_pad_columns)
 
 
 # A GPU's driver chooses its work-groups, but a slice's statistic (softmax's maximum and sum, a
@@ -88,13 +88,15 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str]) -> Target:
 # lanes a work-item in explicit vectors (ir/vectorize.py): PoCL vectorises neither one-output
 # loop across work-items, and calls a scalar exp per work-item (EfficientNet B0's swish 3x slower).
 TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {})
-CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16), {"column_sum": "column_sum.cl"})
+# Its GEMM's packed B rows are padded to whole vectors of 8 (nn_gemm_vec's narrower width).
+CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16), {"column_sum": "column_sum.cl"},
+                     gemm_pad_columns=8)
 
 
 def gemm_vectors(n: int) -> tuple[int, int]:
     """(VW, NV) of nn_gemm_vec for N columns: the most columns a work-item can take, up to
     GEMM_COLS, in whole blocks of NV vectors of VW (16 before 8 on a tie); N that 8 does not
-    divide takes one vector of 8 and a scalar tail."""
+    divide takes one vector of 8 and a scalar tail (the compiler pads a packed B's rows to 8)."""
     blocks = [(vw * nv, vw, nv) for vw in (16, 8) for nv in range(1, GEMM_COLS // vw + 1) if n % (vw * nv) == 0]
     return max(blocks, key=lambda b: (b[0], b[1]))[1:] if blocks else (8, 1)
 
@@ -270,14 +272,17 @@ class OpenCLBackend(Backend):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
-                   then: str | None = None) -> tuple[str, str, Grid]:
+                   then: str | None = None, ldb: int | None = None) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
         device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 32 columns
         (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide. On a GPU,
         32 x 32 tiles of C in local memory, 4 rows a work-item. With the epilogue, the same
         kernels add the bias and clamp as they store (and add a residual and clamp again, or
-        pass the value to `then`, a folded kernel's function)."""
+        pass the value to `then`, a folded kernel's function). With `ldb`, B's rows are padded to
+        so many columns: the CPU kernel computes whole vectors of them and stores N."""
         defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
+        if ldb is not None:
+            defines += f"#define LDB {ldb}\n"
         text = defines + (then or "") + kernel_template("gemm.cl")
         if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
@@ -285,7 +290,7 @@ class OpenCLBackend(Backend):
         if b_transposed:
             text = "#define VW 16\n" + text
             return text, "nn_gemm_nt_vec", cpu_gemm_grid(-(-n // NT_BLOCK), -(-m // NT_BLOCK))
-        vw, nv = gemm_vectors(n)
+        vw, nv = gemm_vectors(ldb or n)
         text = f"#define VW {vw}\n#define NV {nv}\n" + text
         return text, "nn_gemm_vec", cpu_gemm_grid(-(-m // GEMM_ROWS), -(-n // (vw * nv)))
 
@@ -298,8 +303,8 @@ class OpenCLBackend(Backend):
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
-                  epilogue: tuple | None = None, then: tuple[str, list] | None = None):
-        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0])
+                  epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None):
+        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
         extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]

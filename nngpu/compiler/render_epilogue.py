@@ -1,14 +1,17 @@
 """An elementwise kernel written as a C function that another kernel calls as it stores: a GEMM
 folding in its one consumer (compiler/gemm_fold.py, kernels/gemm.cl THEN). The consumer's
 loads of the producer's element become the function's argument `y`, its index the argument
-`i`; its other buffers follow, in the kernel's parameter order. Written by the renderer that
-would have written the kernel alone: the scalar writer as `nn_then(y, i, ...)` and, for a target
-with vectors, `nn_then_v4/8/16(y, i, ...)` on a vector of the neighbouring elements i .. i + n - 1
-- the vector writer where the kernel would run in vectors of n lanes and n divides the row the
-caller stores (so its row loads stay within a row), else each lane by the scalar function."""
+`i`, given with its row `r` and column `c` in the caller's rows (i = r * row + c, c < row:
+the scalar function takes its divisions of i by multiples of the row from them, the integer
+divisions a caller that knows both need not do); the consumer's other buffers follow, in the
+kernel's parameter order. Written by the renderer that would have written the kernel alone: the
+scalar writer as `nn_then(y, i, r, c, ...)` and, for a target with vectors,
+`nn_then_v4/8/16(y, i, r, c, ...)` on a vector of the neighbouring elements i .. i + n - 1 of
+one row - the vector writer where the kernel would run in vectors of n lanes and n divides the
+row (so its row loads stay within a row), else each lane by the scalar function."""
 from __future__ import annotations
 
-from ..ir.expr import Expr, Load, walk
+from ..ir.expr import Binary, Call, Cast, Const, Expr, Load, Select, Unary, Var, binary, const, walk
 from ..ir.kernel import Kernel
 from ..ir.schedule import Schedule
 from ..ir.vectorize import vector_width
@@ -29,7 +32,7 @@ def render_then(r: CStyleRenderer, kernel: Kernel, key: int, row: int, vectors: 
     THEN_PARAMS and THEN_ARGS (the other buffers, each with a leading comma), the preludes and
     helpers it uses, `nn_then` and, with `vectors`, `nn_then_v4`, `_v8` and `_v16`. `row`: the
     length of the rows the caller stores vectors within."""
-    scalar = _ScalarThen(r, kernel, key)
+    scalar = _ScalarThen(r, _in_rows(kernel, row), key)
     text = scalar.function()
     head = [*r.prelude(scalar.storages), *r.render_helpers(scalar.helpers)]
     params = "".join(f", {p}" for p in scalar.signature)
@@ -43,13 +46,55 @@ def render_then(r: CStyleRenderer, kernel: Kernel, key: int, row: int, vectors: 
     return "\n".join(lines) + "\n"
 
 
+def _in_rows(kernel: Kernel, row: int) -> Kernel:
+    """The kernel with i / d and i % d, for its index i and d a multiple of `row`, computed from
+    the row r and column c of i (Vars "r" and "c"): r / (d / row), and (r % (d / row)) * row + c."""
+    i = kernel.index
+    if i.dtype != "int":
+        return kernel
+    r, c = Var("r", "int"), Var("c", "int")
+    memo: dict[int, Expr] = {}
+
+    def rows(node: Expr) -> Expr:
+        if id(node) in memo:
+            return memo[id(node)]
+        out = node
+        if (isinstance(node, Binary) and node.op in ("/", "%") and node.a is i and isinstance(node.b, Const)
+                and int(node.b.value) > 0 and int(node.b.value) % row == 0):
+            q = const(int(node.b.value) // row, "int")
+            out = binary("/", r, q) if node.op == "/" else binary("+", binary("*", binary("%", r, q), row), c)
+        elif isinstance(node, Binary):
+            a, b = rows(node.a), rows(node.b)
+            out = node if a is node.a and b is node.b else Binary(node.op, a, b, node.dtype)
+        elif isinstance(node, Unary):
+            x = rows(node.x)
+            out = node if x is node.x else Unary(node.op, x, node.dtype)
+        elif isinstance(node, Cast):
+            x = rows(node.x)
+            out = node if x is node.x else Cast(x, node.dtype)
+        elif isinstance(node, Select):
+            cond, a, b = rows(node.cond), rows(node.a), rows(node.b)
+            out = node if cond is node.cond and a is node.a and b is node.b else Select(cond, a, b)
+        elif isinstance(node, Load):
+            index = rows(node.index)
+            out = node if index is node.index else Load(node.buffer, index)
+        elif isinstance(node, Call):
+            args = [rows(a) for a in node.args]
+            out = node if all(a is b for a, b in zip(args, node.args)) else Call(node.helper, args)
+        if out is not node and out.hint is None:
+            out.hint = node.hint
+        memo[id(node)] = out
+        return out
+    return Kernel(kernel.name, kernel.out, kernel.shape, i, rows(kernel.value))
+
+
 class _ScalarThen(KernelWriter):
     def __init__(self, r: CStyleRenderer, kernel: Kernel, key: int) -> None:
         super().__init__(r, kernel, Schedule())
         self.key = key
         self.others = [b for b in kernel.inputs if b.key != key]
         self.params = {b.key: f"in{k}" for k, b in enumerate(self.others)}
-        self.taken |= {"y", *self.params.values()}
+        self.taken |= {"y", "r", "c", *self.params.values()}
         self.index_type = r.types[kernel.index.dtype]
 
     @property
@@ -63,7 +108,7 @@ class _ScalarThen(KernelWriter):
 
     def function(self) -> str:
         value = self.emit(self.kernel.value)
-        params = ", ".join(["float y", f"{self.index_type} i", *self.signature])
+        params = ", ".join(["float y", f"{self.index_type} i", "int r", "int c", *self.signature])
         return "\n".join([f"{_qualified(self.r)}float nn_then({params}) {{", *self.levels[0].lines,
                           f"    return {value};", "}"]) + "\n"
 
@@ -82,7 +127,7 @@ class _VectorThen(VectorWriter):
     def function(self, signature: list[str]) -> str:
         value = self.emit(self.kernel.value)
         vec = self.r.vector_type("float", self.lanes)
-        params = ", ".join([f"{vec} y", f"{self.r.types[self.kernel.index.dtype]} i", *signature])
+        params = ", ".join([f"{vec} y", f"{self.r.types[self.kernel.index.dtype]} i", "int r", "int c", *signature])
         return "\n".join([f"{_qualified(self.r)}{vec} nn_then_v{self.lanes}({params}) {{", *self.lines,
                           f"    return {value};", "}"]) + "\n"
 
@@ -90,10 +135,10 @@ class _VectorThen(VectorWriter):
 def _lane_by_lane(r: CStyleRenderer, n: int, index: str, params: str, args: str) -> str:
     vec = r.vector_type("float", n)
     return "\n".join([
-        f"{_qualified(r)}{vec} nn_then_v{n}({vec} y, {index} i{params}) {{",
+        f"{_qualified(r)}{vec} nn_then_v{n}({vec} y, {index} i, int r, int c{params}) {{",
         f"    float lane[{n}];",
         f"    {r.vector_store('lane', '0', 'y', n)}",
-        f"    for (int j = 0; j < {n}; ++j) lane[j] = nn_then(lane[j], i + j{args});",
+        f"    for (int j = 0; j < {n}; ++j) lane[j] = nn_then(lane[j], i + j, r, c + j{args});",
         f"    return {r.vector_load('lane', '0', n)};",
         "}"]) + "\n"
 

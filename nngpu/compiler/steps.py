@@ -95,6 +95,7 @@ class GemmStep:
     bounds: tuple[float, float] | None = None
     residual: tuple[float, float] | None = None
     then: str | None = None
+    ldb: int | None = None      # B's row stride where its rows are padded past n (Target.gemm_pad_columns)
 
     @property
     def tensors(self) -> list[int]:

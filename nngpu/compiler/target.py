@@ -26,6 +26,9 @@ class Target:
     templates: Mapping[str, str] = field(default_factory=dict)
     # whether its GEMM adds a bias and clamps as it stores (kernels/gemm.cl's EPILOGUE)
     gemm_epilogue: bool = False
+    # a constant B packed at prepare has its rows padded with zeros to a multiple of this many
+    # columns (GemmStep.ldb): the GEMM then computes whole vectors past N and stores N columns
+    gemm_pad_columns: int = 1
     # multiply-adds from which a float convolution is a GEMM rather than a generated kernel
     gemm_min_work: int = 1 << 21
 

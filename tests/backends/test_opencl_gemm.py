@@ -81,6 +81,33 @@ def test_schedule_matches_numpy(backend, name, defines, b_transposed, launch, m,
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("epilogue", ["plain", "epilogue"])
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (9, 37, 33), (70, 33, 65), (6, 20, 40), (64, 28, 24)])
+@pytest.mark.parametrize("name, defines, b_transposed, launch", [s for s in SCHEDULES if not s.values[2]])
+def test_rows_of_b_padded_past_n(backend, name, defines, b_transposed, launch, m, n, k, epilogue):
+    """B's rows padded to a multiple of 8 (LDB; the compiler's packed weights on a CPU device),
+    NaN in the padding: the columns past N are computed, never stored, and change nothing."""
+    ldb = -(-n // 8) * 8
+    rng = np.random.default_rng(m + n + k)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    padded = np.full((k, ldb), np.nan, np.float32)
+    padded[:, :n] = b
+    bias = rng.standard_normal(n, dtype=np.float32)
+    source = f"#define LDB {ldb}\n" + defines + ("#define EPILOGUE\n" if epilogue == "epilogue" else "")
+    kernel = backend.compile(source + kernel_template("gemm.cl"), [name])[0]
+    bufs = [backend.alloc(x.nbytes) for x in (a, padded, np.empty((m, n), np.float32), bias)]
+    for buf, x in zip(bufs, (a, padded, None, bias)):
+        if x is not None:
+            backend.upload(buf, x)
+    extra = [] if epilogue == "plain" else [bufs[3], np.float32(-0.5), np.float32(1.5)]
+    kernel.set_args(*bufs[:3], np.int32(m), np.int32(n), np.int32(k), *extra)
+    backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, *launch(m, ldb))
+    c = np.empty((m, n), np.float32)
+    backend.download(bufs[2], c)
+    want = a @ b if epilogue == "plain" else np.clip(a @ b + bias, -0.5, 1.5)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("x, y", [(1, 1), (13, 40), (3136, 3), (4, 7)])
 def test_cpu_gemms_take_small_work_groups(x, y):
     """PoCL's own choice is one work-group of up to 4096 work-items: one thread for a 13 x 40 grid."""

@@ -124,7 +124,17 @@ def test_a_lane_wise_consumer_is_written_in_vectors_and_a_gather_lane_by_lane(pr
     (swish,), _ = _steps(block("swish", producer)[0], CPU_TARGET)
     (padded,), _ = _steps(block("pad-add", producer)[0], CPU_TARGET)
     assert "exp(" in _then(swish).split("nn_then_v16")[1] and "lane[" not in _then(swish)
-    assert "lane[j] = nn_then(lane[j], i + j, in0)" in _then(padded).split("nn_then_v16")[1]
+    assert "lane[j] = nn_then(lane[j], i + j, r, c + j, in0)" in _then(padded).split("nn_then_v16")[1]
+
+
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_the_gather_takes_its_coordinates_from_the_row_and_column(producer):
+    """pad-add's PAD reads z at (pixel, channel) of the element: with rows of COUT channels, the
+    pixel is the row and the channel the column, so no division of the index is left."""
+    (padded,), _ = _steps(block("pad-add", producer)[0], CPU_TARGET)
+    scalar = _then(padded).split("nn_then_v4")[0]
+    assert "nn_then(float y, int i, int r, int c" in scalar
+    assert "i /" not in scalar and "i %" not in scalar and f"(c >= {PADDED})" in scalar
 
 
 @pytest.mark.parametrize("producer", PRODUCERS)
@@ -154,3 +164,23 @@ def test_folded_answers_are_the_unfolded_ones(consumer, producer):
     unfolded = np.asarray(device_plan(GraphRunner(model), backend, fuse=False).execute(inputs)[0])
     assert folded.tobytes() == unfolded.tobytes()
     np.testing.assert_allclose(folded, want(*inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target, ldb", [(OPENCL, None), (CPU_TARGET, 32)], ids=["gpu", "cpu"])
+def test_packed_weights_are_padded_to_whole_vectors_on_a_cpu(target, ldb):
+    """28 output channels (the face detector's first block): a CPU device's GEMM reads B packed
+    as [K, 32], zeros past 28; a GPU's as [K, 28]."""
+    cout = 28
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, COUT])
+    w = np.random.default_rng(1).standard_normal((cout, 1, 1, COUT)).astype(np.float32)
+    ins = [x, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, np.zeros(cout, np.float32)),
+           *(b.constant(T.INT32, v) for v in (2, 1, 1, 0))]
+    b.output(b.op(Op.CONV_2D, ins, T.TENSOR_FLOAT32, [1, HW, HW, cout]))
+    spec = lower_model(GraphRunner(b.build()), target)
+    (gemm,) = [s for s in spec.steps if isinstance(s, GemmStep)]
+    assert gemm.ldb == ldb and gemm.n == cout and not gemm.b_transposed
+    packed = spec.constants[gemm.args[1]]
+    assert packed.shape == (COUT, ldb or cout)
+    np.testing.assert_array_equal(packed[:, :cout], w.reshape(cout, COUT).T)
+    assert not packed[:, cout:].any()
