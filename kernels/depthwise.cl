@@ -1,19 +1,22 @@
 // Float DEPTHWISE_CONV_2D for the OpenCL backend, NHWC with depth multiplier 1: each work-item
-// computes VW neighbouring channels of one output pixel in explicit vectors, so every tap is one
-// vector load of the input and one of the filter [1, KH, KW, C], both contiguous in C. (PoCL
-// vectorises a one-output-per-work-item kernel across work-items, which turns these loads into
-// gathers; GPUs read VW * 4 contiguous bytes per work-item, coalesced across the channel groups.)
+// computes VW neighbouring channels of PIX neighbouring output pixels of a row in explicit
+// vectors, so every tap is one vector load of the input and one of the filter [1, KH, KW, C],
+// both contiguous in C, and the filter's vector serves the PIX pixels (at stride 1 their windows
+// overlap too, and the compiler loads a shared input vector once). (PoCL vectorises a
+// one-output-per-work-item kernel across work-items, which turns these loads into gathers; GPUs
+// read VW * 4 contiguous bytes per work-item, coalesced across the channel groups.)
 // The compiler specialises it per layer with #defines before this text: NAME, VW (4, 8 or 16, which
-// divides C), N H W C, OH OW, KH KW, SH SW (strides), DH DW (dilations), PT PL (padding top,
-// left), and LO / HI where a fused activation clamps. The bias starts the sum and the taps follow
-// in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.
-// The taps are unrolled (KH and KW are constants; PoCL unrolls no loop itself), and a window
-// wholly inside the image takes them without a bounds test each: on PoCL 1.6-2x faster, a
-// 112x112x32 layer as fast as a copy of its input.
+// divides C), PIX, N H W C, OH OW, KH KW, SH SW (strides), DH DW (dilations), PT PL (padding
+// top, left), and LO / HI where a fused activation clamps. The bias starts each sum and the taps
+// follow in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.
+// The taps are unrolled (KH and KW are constants; PoCL unrolls no loop itself), and a strip of
+// windows wholly inside the image takes them without a bounds test each: on PoCL 1.6-2x faster,
+// a 112x112x32 layer as fast as a copy of its input.
 // With THEN, the vector it would store goes through nn_then_vVW first, defined before this text:
 // the one elementwise kernel that read this layer's output, folded in (compiler/gemm_fold.py),
 // its other buffers before `out` (THEN_PARAMS).
-// Launch: global = N * OH * OW * (C / VW), 1-D; every index fits in 32 bits (checked at lowering).
+// Launch: global = N * OH * ceil(OW / PIX) * (C / VW), 1-D; every index fits in 32 bits (checked
+// at lowering).
 #include "vectors.h"
 #ifdef THEN
 #define THEN_VEC_(n, y, r, c) nn_then_v##n(y, (r) * C + (c), r, c THEN_ARGS)
@@ -22,41 +25,55 @@
 #define THEN_PARAMS
 #endif
 #define GROUPS (C / VW)
+#define STRIPS ((OW + PIX - 1) / PIX)
 #define UNROLL _Pragma("unroll")
-// tap (ky, kx) of the window at `origin`: its input vector times the filter's
-#define TAP(ky, kx) (VLOAD(VW)(0, x + origin + ((ky) * DH * W + (kx) * DW) * C) * \
-                     VLOAD(VW)(0, w + ((ky) * KW + (kx)) * C + c))
+// the filter's vector of tap (ky, kx)
+#define FILTER(ky, kx) VLOAD(VW)(0, w + ((ky) * KW + (kx)) * C + c)
 
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,
                    __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
     const int g = get_global_id(0);
-    if (g >= N * OH * OW * GROUPS) return;
+    if (g >= N * OH * STRIPS * GROUPS) return;
     const int c = (g % GROUPS) * VW;
-    const int pixel = g / GROUPS;
-    const int ox = pixel % OW, oy = (pixel / OW) % OH, n = pixel / (OW * OH);
-    const int iy0 = oy * SH - PT, ix0 = ox * SW - PL;
-    // the window's first tap, as an element offset (negative at the top and left edges)
-    const int origin = ((n * H + iy0) * W + ix0) * C + c;
-    VEC(VW) acc = VLOAD(VW)(0, bias + c);
-    if (iy0 >= 0 && iy0 + (KH - 1) * DH < H && ix0 >= 0 && ix0 + (KW - 1) * DW < W) {
+    const int s = g / GROUPS;
+    const int ox0 = (s % STRIPS) * PIX, oy = (s / STRIPS) % OH, n = s / (STRIPS * OH);
+    const int iy0 = oy * SH - PT, ix0 = ox0 * SW - PL;
+    const VEC(VW) b = VLOAD(VW)(0, bias + c);
+    VEC(VW) acc[PIX];
+    UNROLL for (int p = 0; p < PIX; ++p) acc[p] = b;
+    if (ox0 + PIX <= OW && iy0 >= 0 && iy0 + (KH - 1) * DH < H && ix0 >= 0
+            && ix0 + (PIX - 1) * SW + (KW - 1) * DW < W) {
+        // the strip's first window's first tap
+        const __global float* origin = x + ((n * H + iy0) * W + ix0) * C + c;
         UNROLL for (int ky = 0; ky < KH; ++ky)
-            UNROLL for (int kx = 0; kx < KW; ++kx)
-                acc = acc + TAP(ky, kx);
+            UNROLL for (int kx = 0; kx < KW; ++kx) {
+                const VEC(VW) f = FILTER(ky, kx);
+                UNROLL for (int p = 0; p < PIX; ++p)
+                    acc[p] = acc[p] + VLOAD(VW)(0, origin + (ky * DH * W + p * SW + kx * DW) * C) * f;
+            }
     } else {
         UNROLL for (int ky = 0; ky < KH; ++ky) {
             const int iy = iy0 + ky * DH;
             UNROLL for (int kx = 0; kx < KW; ++kx) {
-                const int ix = ix0 + kx * DW;
-                if (iy >= 0 && iy < H && ix >= 0 && ix < W) acc = acc + TAP(ky, kx);
+                const VEC(VW) f = FILTER(ky, kx);
+                UNROLL for (int p = 0; p < PIX; ++p) {
+                    const int ix = ix0 + p * SW + kx * DW;
+                    if (ox0 + p < OW && iy >= 0 && iy < H && ix >= 0 && ix < W)
+                        acc[p] = acc[p] + VLOAD(VW)(0, x + ((n * H + iy) * W + ix) * C + c) * f;
+                }
             }
         }
     }
+    UNROLL for (int p = 0; p < PIX; ++p) {
+        const int pixel = (n * OH + oy) * OW + ox0 + p;
+        VEC(VW) v = acc[p];
 #ifdef LO
-    acc = select(acc, (VEC(VW))(LO), (IVEC(VW))(acc < (VEC(VW))(LO)));
-    acc = select(acc, (VEC(VW))(HI), (IVEC(VW))(acc > (VEC(VW))(HI)));
+        v = select(v, (VEC(VW))(LO), (IVEC(VW))(v < (VEC(VW))(LO)));
+        v = select(v, (VEC(VW))(HI), (IVEC(VW))(v > (VEC(VW))(HI)));
 #endif
 #ifdef THEN
-    acc = THEN_VEC(VW, acc, pixel, c);   // rows of C: the pixel, the channel
+        if (ox0 + p < OW) v = THEN_VEC(VW, v, pixel, c);   // rows of C: the pixel, the channel
 #endif
-    VSTORE(VW)(acc, 0, out + pixel * C + c);
+        if (ox0 + p < OW) VSTORE(VW)(v, 0, out + pixel * C + c);
+    }
 }

@@ -67,8 +67,8 @@ class OpenCLRenderer(CStyleRenderer):
 def _target(name: str, schedule: Schedule, templates: dict[str, str], gemm_pad_columns: int = 1) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
-        templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "resize_bilinear": "resize_bilinear.cl",
-                   **templates},
+        templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "max_pool": "max_pool.cl",
+                   "resize_bilinear": "resize_bilinear.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
         # OpenCL's GEMM kernels are explicit-vector micro-kernels, the generated convolution a scalar
         # loop per output: on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds

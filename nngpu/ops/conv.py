@@ -42,7 +42,7 @@ from .lib.conv_kernels import (
     quant_forward,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
-from .lib.device import QUANT8, activation, activation_bounds, floats, gemm_epilogue
+from .lib.device import QUANT8, activation, activation_defines, floats, gemm_epilogue
 from .lib.dtypes import dtype_of
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -217,6 +217,9 @@ def _float_conv(kind: str):
     return build
 
 
+DEPTHWISE_PIXELS = 4   # neighbouring output pixels of a row a work-item of kernels/depthwise.cl computes
+
+
 def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     """The target's hand-written depthwise kernel (compiler/library.py), bias and fused activation
     included, for a float NHWC layer with depth multiplier 1 whose channels make whole vectors of
@@ -228,13 +231,11 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
     vw = next(v for v in (16, 8, 4) if g.cout % v == 0)
-    defines: dict[str, object] = dict(VW=vw, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
+    defines: dict[str, object] = dict(VW=vw, PIX=DEPTHWISE_PIXELS, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
                                       KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
                                       PT=win.pad_top, PL=win.pad_left)
-    bounds = activation_bounds(p.activation)
-    if bounds is not None:
-        defines.update(LO=f"{bounds[0]:.1f}f", HI="INFINITY" if bounds[1] == float("inf") else f"{bounds[1]:.1f}f")
-    size = g.n * g.oh * g.ow * (g.cout // vw)
+    defines.update(activation_defines(p.activation))
+    size = g.n * g.oh * -(-g.ow // DEPTHWISE_PIXELS) * (g.cout // vw)
     return Stored(node.library("depthwise", [x, f, b], size, defines, then_row=g.cout))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hal.types import OperationType as Op
-from ..ir import Acc, Compute, Const, Coords, Expr, Reduce, clamp, fn
+from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Reduce, Stored, Tensor, clamp, fn
 from ..ir.window import Image, window
 from .lib.conv_common import (
     BOOL,
@@ -43,7 +43,7 @@ from .lib.conv_common import (
     window_valid_mask,
     window_view,
 )
-from .lib.device import QUANT8, activation, floats, types_in
+from .lib.device import QUANT8, activation, activation_defines, floats, types_in
 from .lib.dtypes import quant_range
 from .lib.quant import activation_range_quant
 from .lib.reduce_device import extreme
@@ -213,9 +213,29 @@ def _taps(node: OpNode, c: Coords):
     return p, src.at(bn, taps.ih, taps.iw, ch), taps
 
 
+def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
+    """The target's hand-written float MAX_POOL_2D (kernels/max_pool.cl), in vectors of channels,
+    for an NHWC float32 input whose channels make whole vectors of 4, 8 or 16 and whose indices
+    fit in 32 bits; None where it does not apply (the generated kernel)."""
+    p, src, win, oh, ow = _geometry(node)
+    if (p.nchw or src.c % 4 or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
+            or x.buffer.storage != "float" or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
+            or not node.has_library("max_pool")):
+        return None
+    vw = next(v for v in (16, 8, 4) if src.c % v == 0)
+    defines: dict[str, object] = dict(VW=vw, N=src.n, H=src.h, W=src.w, C=src.c, OH=oh, OW=ow, KH=p.filter_h,
+                                      KW=p.filter_w, SH=win.stride_h, SW=win.stride_w, PT=win.pad_top,
+                                      PL=win.pad_left, **activation_defines(p.activation))
+    return Stored(node.library("max_pool", [x], src.n * oh * ow * (src.c // vw), defines, then_row=src.c))
+
+
 def _float_pool(kind: str):
-    def build(node: OpNode, ins: list) -> Compute:
+    def build(node: OpNode, ins: list) -> Compute | Stored:
         x = ins[0]
+        if kind == "max":
+            stored = _max_pool_library(node, x)
+            if stored is not None:
+                return stored
 
         def value(c: Coords) -> Expr:
             p, at, taps = _taps(node, c)

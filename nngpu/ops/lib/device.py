@@ -49,6 +49,14 @@ def activation_bounds(code: int) -> tuple[float, float] | None:
     return _BOUNDS[code]
 
 
+def activation_defines(code: int) -> dict[str, str]:
+    """A template's #defines LO and HI for a fused float activation (none for NONE)."""
+    bounds = activation_bounds(code)
+    if bounds is None:
+        return {}
+    return dict(LO=f"{bounds[0]:.1f}f", HI="INFINITY" if bounds[1] == float("inf") else f"{bounds[1]:.1f}f")
+
+
 def gemm_epilogue(bias: Tensor, code: int) -> tuple[BufferTensor, tuple[float, float]] | None:
     """What a GEMM's epilogue takes (OpNode.gemm): the stored float bias and the fused activation's
     bounds (none: the infinities); None where the bias is not a stored float tensor."""

@@ -1,0 +1,45 @@
+"""The OpenCL backend's hand-written float MAX_POOL_2D (kernels/max_pool.cl, in channel vectors)
+gives the numpy reference's bits on every geometry it takes: strides, padding on every side
+(windows partly and wholly in it), vectors of 4, 8 and 16 channels, each fused activation, and
+NaN among the taps (NaN wins). Each case also proves the template ran, with its vector width."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.backends import device_backends
+from nngpu.compiler.steps import TemplateStep
+from nngpu.hal import OperationType as Op
+from nngpu.testing import output, run_op, single_op_model, tensor
+
+from .device_check import F32, _device, data, flag, i32, segments
+
+pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+
+# name: (H, W, C, KH, KW, pads (left, right, top, bottom), strides (w, h), activation, VW)
+CASES = {
+    "2x2-s2": (8, 8, 24, 2, 2, (0, 0, 0, 0), (2, 2), 0, 8),
+    "3x3-s1-same-relu": (7, 9, 16, 3, 3, (1, 1, 1, 1), (1, 1), 1, 16),
+    "3x3-s2-relu6-c4": (9, 6, 4, 3, 3, (0, 1, 0, 1), (2, 2), 3, 4),
+    "5x3-wide-padding": (4, 5, 12, 5, 3, (2, 2, 4, 4), (1, 2), 2, 4),
+}
+
+
+@pytest.mark.parametrize("nan", [False, True], ids=["finite", "nan"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_max_pool_template_gives_the_reference_bits(case, nan):
+    h, w, c, kh, kw, pads, strides, act, vw = CASES[case]
+    values = data((2, h, w, c), F32)
+    if nan:
+        values.reshape(-1)[::7] = np.nan
+    x = tensor(F32, values)
+    inputs = [x, *map(i32, pads), *map(i32, strides), i32(kw), i32(kh), i32(act), flag(False)]
+    out = output(F32, [0] * 4)
+    model = single_op_model(Op.MAX_POOL_2D, inputs, [out])
+    sources = [s.source for seg in segments(model, inputs, "opencl-cpu") for s in seg.steps
+               if isinstance(s, TemplateStep)]
+    assert any(f"#define VW {vw}\n" in s and "Float MAX_POOL_2D" in s for s in sources), "the template did not run"
+    ref = run_op(Op.MAX_POOL_2D, inputs, [out], version=13)
+    got = run_op(Op.MAX_POOL_2D, inputs, [out], device=_device("opencl"), version=13)
+    assert ref.status == got.status == 0 and got.shapes == ref.shapes
+    np.testing.assert_array_equal(got.outputs[0], ref.outputs[0])
