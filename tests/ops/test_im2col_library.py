@@ -1,5 +1,5 @@
-"""The OpenCL backend's im2col template (kernels/im2col.cl: a work-item per kernel row of a
-patch) builds the GEMM convolution's patch matrix with the generated kernel's bits: the same
+"""The OpenCL backend's im2col template (kernels/im2col.cl: a work-item per row of the patch
+matrix) builds the GEMM convolution's patch matrix with the generated kernel's bits: the same
 convolution with the template and without it (the generated im2col) gives the same output bit
 for bit, on geometries with padding on every side, strides, dilations and a batch; each case
 also proves the template ran."""
