@@ -13,6 +13,18 @@
 // (compiler/render_epilogue.py), with its other buffers after hi (THEN_PARAMS). The clamps
 // compare, so NaN stays NaN; no activation passes -INFINITY and INFINITY.
 // B's row stride: N, or LDB where the compiler padded a packed B's rows (zeros past column N).
+// With SCALE_A, A's element (r, k) is multiplied by scale[k] as it is read: a kernel that
+// stored A = x * scale (a squeeze-and-excite block's channel gate) folded in
+// (compiler/gemm_fold.py), the same product, so the same bits.
+#ifdef SCALE_A
+#define SCALE_PARAM , __global const float* restrict scale
+#define SCALED(v, k) ((v) * scale[k])
+#define SCALED_VEC(v, k) ((v) * VLOAD(VW)(0, scale + (k)))
+#else
+#define SCALE_PARAM
+#define SCALED(v, k) (v)
+#define SCALED_VEC(v, k) (v)
+#endif
 #ifndef LDB
 #define LDB N
 #endif
@@ -63,7 +75,7 @@ inline float clamped(float v, const float lo, const float hi) {
 
 __kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
 void nn_gemm_tiled(__global const float* restrict A, __global const float* restrict B,
-                   __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
+                   __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     __local float As[TS][TS + 1], Bs[TS][TS];
     const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
     float acc[WPT];
@@ -71,7 +83,7 @@ void nn_gemm_tiled(__global const float* restrict A, __global const float* restr
     for (int t = 0; t < K; t += TS) {
         for (int w = 0; w < WPT; ++w) {
             const int r = ty + w * RTS, arow = get_group_id(1) * TS + r;
-            As[r][tx] = (arow < M && t + tx < K) ? A[(long)arow * K + t + tx] : 0.0f;
+            As[r][tx] = (arow < M && t + tx < K) ? SCALED(A[(long)arow * K + t + tx], t + tx) : 0.0f;
             Bs[r][tx] = (t + r < K && col < N) ? B[(long)(t + r) * LDB + col] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -85,7 +97,7 @@ void nn_gemm_tiled(__global const float* restrict A, __global const float* restr
 // addresses) and stored transposed into local memory, padded against bank conflicts.
 __kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
 void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* restrict B,
-                      __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
+                      __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     __local float As[TS][TS + 1], Bs[TS][TS + 1];
     const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
     float acc[WPT];
@@ -93,7 +105,7 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
     for (int t = 0; t < K; t += TS) {
         for (int w = 0; w < WPT; ++w) {
             const int r = ty + w * RTS, arow = get_group_id(1) * TS + r, bcol = get_group_id(0) * TS + r;
-            As[r][tx] = (arow < M && t + tx < K) ? A[(long)arow * K + t + tx] : 0.0f;
+            As[r][tx] = (arow < M && t + tx < K) ? SCALED(A[(long)arow * K + t + tx], t + tx) : 0.0f;
             Bs[tx][r] = (bcol < N && t + tx < K) ? B[(long)bcol * K + t + tx] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -150,7 +162,7 @@ CLAMPED_VEC_DEF(VW)
 #define FINISH_VEC(n, v, r, c) (v)
 #endif
 __kernel void nn_gemm_vec(__global const float* restrict A, __global const float* restrict B,
-                          __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
+                          __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     const int row = get_global_id(0) * ROWS, col = get_global_id(1) * (VW * NV);
     if (col >= N || row >= M) return;
     if (col + VW * NV <= LDB) {
@@ -165,7 +177,7 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
             VEC(VW) bv[NV];
             UNROLL for (int v = 0; v < NV; ++v) bv[v] = VLOAD(VW)(0, b + v * VW);
             UNROLL for (int r = 0; r < ROWS; ++r) {
-                const VEC(VW) x = (VEC(VW))(a[r][k]);
+                const VEC(VW) x = (VEC(VW))(SCALED(a[r][k], k));
                 UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = fma(x, bv[v], acc[r][v]);
             }
         }
@@ -197,7 +209,7 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
     for (int c = col; c < N; ++c) {
         for (int r = row; r < min(row + ROWS, M); ++r) {
             float s = 0.0f;
-            for (int k = 0; k < K; ++k) s = fma(A[(long)r * K + k], B[(long)k * LDB + c], s);
+            for (int k = 0; k < K; ++k) s = fma(SCALED(A[(long)r * K + k], k), B[(long)k * LDB + c], s);
             C[(long)r * N + c] = FINISH(s, r, c);
         }
     }
@@ -224,7 +236,7 @@ inline float4 lane_sums(const float8 v0, const float8 v1, const float8 v2, const
     return u.even + u.odd;
 }
 __kernel void nn_gemm_nt_vec(__global const float* restrict A, __global const float* restrict B,
-                             __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS) {
+                             __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     const int col = get_global_id(0) * NT_COLS, row = get_global_id(1) * NT_ROWS;
     if (col >= N || row >= M) return;
     const int rows = min(NT_ROWS, M - row), cols = min(NT_COLS, N - col);
@@ -238,14 +250,14 @@ __kernel void nn_gemm_nt_vec(__global const float* restrict A, __global const fl
     int k = 0;
     for (; k + VW <= K; k += VW) {
         VEC(VW) av[NT_ROWS], bv[NT_COLS];
-        UNROLL for (int r = 0; r < NT_ROWS; ++r) av[r] = VLOAD(VW)(0, a[r] + k);
+        UNROLL for (int r = 0; r < NT_ROWS; ++r) av[r] = SCALED_VEC(VLOAD(VW)(0, a[r] + k), k);
         UNROLL for (int c = 0; c < NT_COLS; ++c) bv[c] = VLOAD(VW)(0, b[c] + k);
         UNROLL for (int r = 0; r < NT_ROWS; ++r)
             UNROLL for (int c = 0; c < NT_COLS; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
     }
     for (int r = 0; r < rows; ++r) {
         float4 s = lane_sums(HALVES(acc[r][0]), HALVES(acc[r][1]), HALVES(acc[r][2]), HALVES(acc[r][3]));
-        for (int t = k; t < K; ++t) s = fma((float4)(a[r][t]), (float4)(b[0][t], b[1][t], b[2][t], b[3][t]), s);
+        for (int t = k; t < K; ++t) s = fma((float4)(SCALED(a[r][t], t)), (float4)(b[0][t], b[1][t], b[2][t], b[3][t]), s);
         __global float* out = C + (long)(row + r) * N + col;
         if (cols == NT_COLS) {
             vstore4(FINISH_VEC(4, s, row + r, col), 0, out);

@@ -272,7 +272,7 @@ class OpenCLBackend(Backend):
         return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
-                   then: str | None = None, ldb: int | None = None) -> tuple[str, str, Grid]:
+                   then: str | None = None, ldb: int | None = None, scale: bool = False) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
         device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 32 columns
         (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide. On a GPU,
@@ -283,6 +283,8 @@ class OpenCLBackend(Backend):
         defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
         if ldb is not None:
             defines += f"#define LDB {ldb}\n"
+        if scale:
+            defines += "#define SCALE_A\n"
         text = defines + (then or "") + kernel_template("gemm.cl")
         if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
@@ -303,12 +305,14 @@ class OpenCLBackend(Backend):
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
-                  epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None):
-        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb)
+                  epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None,
+                  scale=None):
+        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
         extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]
-        kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k), *extra, *(then[1] if then else ()))
+        kernel.set_args(a, b, c, np.int32(m), np.int32(n), np.int32(k), *extra, *(then[1] if then else ()),
+                        *([] if scale is None else [scale]))
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
     def timed(self, run) -> int:

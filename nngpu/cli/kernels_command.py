@@ -64,7 +64,7 @@ def run(args) -> int:
             elif isinstance(step, GemmStep):
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 bt = (" B transposed" if step.b_transposed else "") + (f" ldb={step.ldb}" if step.ldb else "")
-                bt += " + residual" if step.residual else ""
+                bt += (" + residual" if step.residual else "") + (" A scaled" if step.scale_a else "")
                 if step.then:   # the folded kernel's function, beside the kernels
                     bt += " + then"
                     (out / f"{n:03d}_gemm_then{target.suffix}").write_text(step.then)

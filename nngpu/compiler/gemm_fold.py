@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from ..ir.expr import Binary, Const, Expr, Load, Reduce, ReduceOut, Select, walk
 from ..ir.kernel import Kernel
+from ..ir.vectorize import row_period
 from .render_epilogue import reads_only_own_element, render_then
 from .steps import GemmStep, HostStep, KernelStep, Step, TemplateStep, TensorInfo, Transfer
 from .target import Target
@@ -106,6 +107,54 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
             del tensors[y]
             break
     return [s for s in out if s is not None]
+
+
+def fold_column_scales(steps: list[Step], tensors: dict[int, TensorInfo], aliases: dict[int, int],
+                       keep: set[int]) -> list[Step]:
+    """`steps` with each float kernel storing x[i] * s[i % K] that a GEMM alone reads, as its A
+    [M, K] (a squeeze-and-excite block's channel gate before a 1x1 convolution), merged into that
+    GEMM: it reads x and multiplies each element by s[k] as it loads it (GemmStep.scale_a, the
+    same product), and the product is never stored. After the other folds: s joins the GEMM's
+    arguments last before C."""
+    readers: dict[int, list[int]] = {}
+    for at, step in enumerate(steps):
+        for t in _reads(step):
+            readers.setdefault(t, []).append(at)
+    viewed = set(aliases.values()) | set(aliases)
+    out = list(steps)
+    for at, step in enumerate(steps):
+        found = _column_scale(step.kernel) if isinstance(step, KernelStep) else None
+        if found is None:
+            continue
+        y = step.args[-1]
+        gemm_at = _only(readers.get(y))
+        if gemm_at is None or y in keep or y in viewed or not isinstance(out[gemm_at], GemmStep):
+            continue
+        x, s, period = found
+        gemm = out[gemm_at]
+        if (gemm.scale_a or gemm.args[0] != y or y in gemm.args[1:] or gemm.k != period
+                or gemm.m * gemm.k != step.kernel.size
+                or not all(tensors.get(t) is not None and tensors[t].storage == "float" for t in (x, s, y))):
+            continue
+        out[gemm_at] = replace(gemm, args=[x, *gemm.args[1:-1], s, gemm.args[-1]], scale_a=True,
+                               ops=sorted(gemm.ops + step.ops))
+        out[at] = None
+        del tensors[y]
+    return [s for s in out if s is not None]
+
+
+def _column_scale(kernel: Kernel) -> tuple[int, int, int] | None:
+    """(x, s, K) of a kernel storing x[i] * s[i % K] in float, either factor first."""
+    value = kernel.value
+    if not (isinstance(value, Binary) and value.op == "*" and value.dtype == "float"):
+        return None
+    for own, row in ((value.a, value.b), (value.b, value.a)):
+        if (isinstance(own, Load) and isinstance(row, Load) and own.index is kernel.index
+                and own.dtype == row.dtype == "float" and own.buffer.key != row.buffer.key):
+            period = row_period(row.index, kernel)
+            if period is not None:
+                return own.buffer.key, row.buffer.key, period
+    return None
 
 
 def _then_row(step: Step) -> int | None:

@@ -24,7 +24,7 @@ from ..ops.registry import Alias, OpError
 from ..runtime.interpreter import GraphRunner
 from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
-from .gemm_fold import fold_elementwise_consumers, fold_residual_adds
+from .gemm_fold import fold_column_scales, fold_elementwise_consumers, fold_residual_adds
 from .infer import Inference, infer, initial_known
 from .library import has_template, specialise
 from .memory_plan import plan_slots
@@ -305,6 +305,7 @@ class _Emitter:
             stored = set(self.tensors)
             self.steps = fold_residual_adds(self.steps, self.tensors, self.aliases, needed)
             self.steps = fold_elementwise_consumers(self.steps, self.tensors, self.aliases, needed, self.low.target)
+            self.steps = fold_column_scales(self.steps, self.tensors, self.aliases, needed)
             known.on_device -= stored - set(self.tensors)   # GEMM outputs an ADD took over
         spec = SegmentSpec(self.low.start, self.low.target, self.steps, self.tensors, self.constants,
                            self.aliases, stop=stop, known=known, device_ops=len(self.device_ops),

@@ -96,6 +96,7 @@ class GemmStep:
     residual: tuple[float, float] | None = None
     then: str | None = None
     ldb: int | None = None      # B's row stride where its rows are padded past n (Target.gemm_pad_columns)
+    scale_a: bool = False       # A's element (r, k) is multiplied by S[k] as it is read: S is the last arg before C
 
     @property
     def tensors(self) -> list[int]:

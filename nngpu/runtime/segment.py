@@ -134,13 +134,14 @@ class Segment:
         if isinstance(step, (KernelStep, TemplateStep)):
             return DeviceCall(backend, backend.bind(self.kernels[step.name], step.grid, [b[t] for t in step.args]))
         if isinstance(step, GemmStep):
-            a, w, *extra, c = (b[t] for t in step.args)   # extra: the bias, then the residual or then's buffers
+            a, w, *extra, c = (b[t] for t in step.args)   # extra: the bias, the residual or then's buffers, A's scale
+            scale = extra.pop() if step.scale_a else None
             epilogue = None if step.bounds is None else (extra[0], *step.bounds)
             if step.residual is not None:
                 epilogue += (extra[1], *step.residual)
             then = None if step.then is None else (step.then, extra[1:])
             return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed,
-                                                         epilogue, then, step.ldb))
+                                                         epilogue, then, step.ldb, scale))
         if isinstance(step, Transfer):
             dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))
             kind = Upload if step.to_device else Download

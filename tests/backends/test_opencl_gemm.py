@@ -1,6 +1,7 @@
 """kernels/gemm.cl on the OpenCL device here: every schedule (the GPUs' tiles in local memory and
 the CPU devices' vectors),
-with B as [K, N] and transposed, plain and with the bias-and-clamp epilogue, against numpy on
+with B as [K, N] and transposed, plain, with the bias-and-clamp epilogue (and a residual) and with
+A's columns scaled as they are read, against numpy on
 sizes past the last whole block and vector;
 and a convolution's or fully connected layer's weights read by the GEMM in place, in the model's
 own bytes, on a device that shares host memory."""
@@ -52,29 +53,32 @@ def backend():
     return Device("opencl").backend
 
 
-@pytest.mark.parametrize("epilogue", ["plain", "epilogue", "residual"])
+@pytest.mark.parametrize("epilogue", ["plain", "epilogue", "residual", "scaled-a"])
 @pytest.mark.parametrize("m, n, k", SIZES)
 @pytest.mark.parametrize("name, defines, b_transposed, launch", SCHEDULES)
 def test_schedule_matches_numpy(backend, name, defines, b_transposed, launch, m, n, k, epilogue):
     rng = np.random.default_rng(m * 1000 + n + k)
     a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     bias, residual = rng.standard_normal(n, dtype=np.float32), rng.standard_normal((m, n), dtype=np.float32)
-    source = defines + {"plain": "", "epilogue": "#define EPILOGUE\n", "residual": "#define EPILOGUE\n#define RESIDUAL\n"}[epilogue]
+    scale = rng.standard_normal(k, dtype=np.float32)
+    source = defines + {"plain": "", "epilogue": "#define EPILOGUE\n", "residual": "#define EPILOGUE\n#define RESIDUAL\n",
+                        "scaled-a": "#define SCALE_A\n"}[epilogue]
     kernel = backend.compile(source + kernel_template("gemm.cl"), [name])[0]
-    bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias, residual)]
-    backend.upload(bufs[0], a)
-    backend.upload(bufs[1], np.ascontiguousarray(b.T) if b_transposed else b)
-    backend.upload(bufs[3], bias)
-    backend.upload(bufs[4], residual)
-    extra = [] if epilogue == "plain" else [bufs[3], np.float32(-0.5), np.float32(1.5)]  # a clamp that bites both ways
+    bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias, residual, scale)]
+    for buf, x in zip(bufs, (a, np.ascontiguousarray(b.T) if b_transposed else b, None, bias, residual, scale)):
+        if x is not None:
+            backend.upload(buf, x)
+    extra = [] if epilogue in ("plain", "scaled-a") else [bufs[3], np.float32(-0.5), np.float32(1.5)]  # a clamp that bites both ways
     if epilogue == "residual":
         extra += [bufs[4], np.float32(-1.0), np.float32(np.inf)]
+    if epilogue == "scaled-a":
+        extra += [bufs[5]]
     kernel.set_args(*bufs[:3], np.int32(m), np.int32(n), np.int32(k), *extra)
     backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, *launch(m, n))
     c = np.empty((m, n), np.float32)
     backend.download(bufs[2], c)
-    want = a @ b
-    if epilogue != "plain":
+    want = (a * scale) @ b if epilogue == "scaled-a" else a @ b
+    if epilogue in ("epilogue", "residual"):
         want = np.clip(want + bias, -0.5, 1.5)
     if epilogue == "residual":
         want = np.maximum(want + residual, -1.0)
