@@ -18,12 +18,7 @@
 // Launch: global = N * OH * ceil(OW / PIX) * (C / VW), 1-D; every index fits in 32 bits (checked
 // at lowering).
 #include "vectors.h"
-#ifdef THEN
-#define THEN_VEC_(n, y, r, c) nn_then_v##n(y, (r) * C + (c), r, c THEN_ARGS)
-#define THEN_VEC(n, y, r, c) THEN_VEC_(n, y, r, c)
-#else
-#define THEN_PARAMS
-#endif
+#include "then.h"
 #define GROUPS (C / VW)
 #define STRIPS ((OW + PIX - 1) / PIX)
 #define UNROLL _Pragma("unroll")

@@ -9,12 +9,7 @@
 // divides C), N H W C, OH OW, KH KW, SH SW (strides), PT PL (padding top, left). Launch: global
 // = N * OH * OW * (C / VW), 1-D; every index fits in 32 bits (checked at lowering).
 #include "vectors.h"
-#ifdef THEN
-#define THEN_VEC_(n, y, r, c) nn_then_v##n(y, (r) * C + (c), r, c THEN_ARGS)
-#define THEN_VEC(n, y, r, c) THEN_VEC_(n, y, r, c)
-#else
-#define THEN_PARAMS
-#endif
+#include "then.h"
 #define GROUPS (C / VW)
 #define UNROLL _Pragma("unroll")
 

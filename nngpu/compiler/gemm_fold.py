@@ -1,15 +1,21 @@
-"""An ADD whose one input is a GEMM's output, read by nothing else, and whose other is a float
-tensor of the same shape (a residual connection: MobileNet v2's and the MediaPipe detectors'
-blocks) folds into that GEMM's epilogue (kernels/gemm.cl RESIDUAL): the sum is stored once, the
-GEMM's own output never, and the ADD's launch goes. Done on a segment's finished steps, before
-its memory plan: the GEMM's epilogue is known there, and so are every reader and writer of each
-tensor. The result has the same bits: clamp(C + bias) as the GEMM stored it, plus the residual
-(addition commutes exactly), then the ADD's own activation, as its kernel computed them."""
+"""Kernels folded into the GEMM (or hand-written kernel) next to them, on a segment's finished
+steps, before its memory plan: each producer's epilogue is known there, and so are every reader
+and writer of each tensor. In each case a launch goes, and a tensor is never stored.
+- An ADD whose one input is a GEMM's output, read by nothing else, and whose other is a float
+  tensor of the same shape (a residual connection: MobileNet v2's and the MediaPipe detectors'
+  blocks) folds into that GEMM's epilogue (kernels/gemm.cl RESIDUAL). The same bits:
+  clamp(C + bias) as the GEMM stored it, plus the residual (addition commutes exactly), then the
+  ADD's own activation, as its kernel computed them.
+- Any other elementwise float kernel that alone reads a GEMM's, a depthwise convolution's or a
+  max pool's output, at its own element, runs as that producer stores (THEN: the kernel as a C
+  function, compiler/render_epilogue.py).
+- A kernel storing x[i] * s[i % K] that a GEMM alone reads as its A scales A's columns as the
+  GEMM reads them (SCALE_A)."""
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import replace
+from typing import Callable
 
 from ..ir.expr import Binary, Const, Expr, Load, Reduce, ReduceOut, Select, walk
 from ..ir.kernel import Kernel
@@ -23,13 +29,7 @@ def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliase
                        keep: set[int]) -> list[Step]:
     """`steps` with each foldable ADD kernel merged into the GEMM it reads; the GEMM outputs
     that are no longer stored leave `tensors`. `keep`: tensors read after the segment."""
-    writers: dict[int, list[int]] = {}
-    readers: Counter[int] = Counter()
-    for at, step in enumerate(steps):
-        for t in _reads(step):
-            readers[t] += 1
-        for t in _writes(step):
-            writers.setdefault(t, []).append(at)
+    writers, readers = _positions(steps, _writes), _positions(steps, _reads)
     viewed = set(aliases.values()) | set(aliases)
     out = list(steps)
     for at, step in enumerate(steps):
@@ -46,7 +46,7 @@ def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliase
             gemm = out[gemm_at]
             residual_at = writers.get(r, [])
             foldable = (gemm.bounds is not None and gemm.residual is None and gemm.m * gemm.n == step.kernel.size
-                        and readers[y] == 1 and y not in keep and y not in viewed and r != y
+                        and len(readers.get(y, [])) == 1 and y not in keep and y not in viewed and r != y
                         and len(residual_at) <= 1 and all(w < gemm_at for w in residual_at)
                         and all(tensors.get(t) is not None and tensors[t].storage == "float"
                                 for t in (r, step.args[-1])))
@@ -67,13 +67,7 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
     the face detector's PAD+ADD+RELU) computing that kernel as it stores (GemmStep.then, a
     template's THEN), in the kernel's place; the outputs no longer stored leave `tensors`.
     `keep`: tensors read after the segment."""
-    writers: dict[int, list[int]] = {}
-    readers: Counter[int] = Counter()
-    for at, step in enumerate(steps):
-        for t in _reads(step):
-            readers[t] += 1
-        for t in _writes(step):
-            writers.setdefault(t, []).append(at)
+    writers, readers = _positions(steps, _writes), _positions(steps, _reads)
     viewed = set(aliases.values()) | set(aliases)
     out = list(steps)
     for at, step in enumerate(steps):
@@ -90,7 +84,7 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
                 continue
             producer = out[producer_at]
             row = _then_row(producer)
-            foldable = (row is not None and math.prod(tensors[y].shape) == kernel.size and readers[y] == 1
+            foldable = (row is not None and math.prod(tensors[y].shape) == kernel.size and len(readers.get(y, [])) == 1
                         and y not in keep and y not in viewed and reads_only_own_element(kernel, y)
                         and all(len(writers.get(t, [])) <= 1 for t in producer.args[:-1]))
             if not foldable:
@@ -116,10 +110,7 @@ def fold_column_scales(steps: list[Step], tensors: dict[int, TensorInfo], aliase
     GEMM: it reads x and multiplies each element by s[k] as it loads it (GemmStep.scale_a, the
     same product), and the product is never stored. After the other folds: s joins the GEMM's
     arguments last before C."""
-    readers: dict[int, list[int]] = {}
-    for at, step in enumerate(steps):
-        for t in _reads(step):
-            readers.setdefault(t, []).append(at)
+    readers = _positions(steps, _reads)
     viewed = set(aliases.values()) | set(aliases)
     out = list(steps)
     for at, step in enumerate(steps):
@@ -130,13 +121,13 @@ def fold_column_scales(steps: list[Step], tensors: dict[int, TensorInfo], aliase
         gemm_at = _only(readers.get(y))
         if gemm_at is None or y in keep or y in viewed or not isinstance(out[gemm_at], GemmStep):
             continue
-        x, s, period = found
+        x, gate, period = found
         gemm = out[gemm_at]
         if (gemm.scale_a or gemm.args[0] != y or y in gemm.args[1:] or gemm.k != period
                 or gemm.m * gemm.k != step.kernel.size
-                or not all(tensors.get(t) is not None and tensors[t].storage == "float" for t in (x, s, y))):
+                or not all(tensors.get(t) is not None and tensors[t].storage == "float" for t in (x, gate, y))):
             continue
-        out[gemm_at] = replace(gemm, args=[x, *gemm.args[1:-1], s, gemm.args[-1]], scale_a=True,
+        out[gemm_at] = replace(gemm, args=[x, *gemm.args[1:-1], gate, gemm.args[-1]], scale_a=True,
                                ops=sorted(gemm.ops + step.ops))
         out[at] = None
         del tensors[y]
@@ -165,6 +156,15 @@ def _then_row(step: Step) -> int | None:
     if isinstance(step, TemplateStep):
         return step.then_row
     return None
+
+
+def _positions(steps: list[Step], uses: Callable[[Step], list[int]]) -> dict[int, list[int]]:
+    """Each tensor's steps (by position) among those that `uses` (_reads, _writes) names it for."""
+    at: dict[int, list[int]] = {}
+    for k, step in enumerate(steps):
+        for t in uses(step):
+            at.setdefault(t, []).append(k)
+    return at
 
 
 def _only(at: list[int] | None) -> int | None:

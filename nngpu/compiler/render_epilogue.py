@@ -18,7 +18,7 @@ from ..ir.vectorize import vector_width
 from .render import CStyleRenderer, KernelWriter
 from .render_vector import VectorWriter
 
-LANES = (4, 8, 16)   # the vectors gemm.cl's CPU kernels store
+LANES = (4, 8, 16)   # the vectors its callers store (gemm.cl on CPU devices, the templates)
 
 
 def reads_only_own_element(kernel: Kernel, key: int) -> bool:

@@ -1,7 +1,7 @@
 """The OpenCL GPU target's schedules run somewhere in CI: PoCL runs a plan lowered for a GPU
-(GEMMs tiled in local memory, B as [K, N] and transposed, with the bias-and-clamp epilogue; a
-slice's statistic in a work-group; the driver's work-groups for the rest) and it matches the
-reference. How fast it runs on a CPU says nothing; that it is right does."""
+(GEMMs tiled in local memory, B as [K, N] and transposed, with the bias-and-clamp epilogue, a
+folded consumer or A's columns scaled; the depthwise template with a folded consumer; a slice's
+statistic in a work-group; the driver's work-groups for the rest) and it matches the reference. How fast it runs on a CPU says nothing; that it is right does."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,6 +20,8 @@ from nngpu.runtime.interpreter import GraphRunner
 
 from ..compiler.test_block_reduce import CASES as REDUCTIONS
 from ..compiler.test_gemm import CASES as GEMMS
+from ..compiler.test_scale_fold import excite
+from ..compiler.test_then_fold import block as then_block
 from ..ops.test_shape_functions import case_inputs
 
 pytestmark = pytest.mark.skipif("opencl" not in backends.device_backends(), reason="no OpenCL device here")
@@ -39,8 +41,26 @@ def _one_input(make):
     return model_and_inputs
 
 
+def _folded(consumer: str, producer: str):
+    """A GEMM's or the depthwise template's consumer folded in (compiler/gemm_fold.py)."""
+    def model_and_inputs():
+        model, _, _ = then_block(consumer, producer)
+        rng = np.random.default_rng(4)
+        return model, [rng.standard_normal(model.main.operands[k].dimensions).astype(np.float32)
+                       for k in model.main.inputIndexes]
+    return model_and_inputs
+
+
+def _excite():
+    model, _, _ = excite()
+    x = np.random.default_rng(5).standard_normal(model.main.operands[model.main.inputIndexes[0]].dimensions)
+    return model, [x.astype(np.float32)]
+
+
 MODELS = {**{f"gemm-{k}": _one_input(f) for k, f in GEMMS.items()},
-          "softmax-1000": REDUCTIONS["softmax-1000"], "mean-4096": REDUCTIONS["mean-4096"], "demo": _demo}
+          "softmax-1000": REDUCTIONS["softmax-1000"], "mean-4096": REDUCTIONS["mean-4096"], "demo": _demo,
+          **{f"then-{c}-{p}": _folded(c, p) for c in ("hard-swish", "pad-add") for p in ("conv", "depthwise")},
+          "scaled-a": _excite}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +77,12 @@ def test_a_plan_for_a_gpu_matches_the_reference(gpu_on_pocl, name):
     with np.errstate(all="ignore"):
         got = plan.execute(list(inputs))
         want = plan.reference.run(list(inputs))
+    steps = [s for seg in plan._last for s in seg.spec.steps]
     if name.startswith("gemm-"):
-        assert any(isinstance(s, GemmStep) for seg in plan._last for s in seg.spec.steps)
+        assert any(isinstance(s, GemmStep) for s in steps)
+    if name.startswith("then-"):
+        assert any(getattr(s, "then", None) or "#define THEN\n" in getattr(s, "source", "") for s in steps)
+    if name == "scaled-a":
+        assert any(isinstance(s, GemmStep) and s.scale_a for s in steps)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=5e-5)
