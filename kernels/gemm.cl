@@ -28,6 +28,8 @@
 #ifndef LDB
 #define LDB N
 #endif
+#define THEN_ROW N
+#include "then.h"
 #ifdef EPILOGUE
 inline float clamped(float v, const float lo, const float hi) {
     v = v < lo ? lo : v;
@@ -39,7 +41,7 @@ inline float clamped(float v, const float lo, const float hi) {
 #define FINISH(v, r, c) clamped(clamped((v) + bias[c], lo, hi) + residual[(long)(r) * N + (c)], lo2, hi2)
 #elif defined(THEN)
 #define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi THEN_PARAMS
-#define FINISH(v, r, c) nn_then(clamped((v) + bias[c], lo, hi), (long)(r) * N + (c), r, c THEN_ARGS)
+#define FINISH(v, r, c) THEN_AT(clamped((v) + bias[c], lo, hi), r, c)
 #else
 #define EPILOGUE_ARGS , __global const float* restrict bias, const float lo, const float hi
 #define FINISH(v, r, c) clamped((v) + bias[c], lo, hi)
@@ -124,8 +126,9 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
 // implicit vectorization across work-items would gather the A loads instead (3-8x slower). A
 // block past the last row computes that row again and stores only the rows that exist; columns
 // past the last whole block of vectors take the scalar path, unless B's rows are padded (LDB):
-// then the last block computes whole vectors and stores the columns before N one by one. Row blocks are the first grid
-// dimension, so the work-items that run one after another share their B panel in cache.
+// then the last block computes whole vectors and stores those before N whole, the columns
+// before N after them one by one. Row blocks are the first grid dimension, so the work-items
+// that run one after another share their B panel in cache.
 // Launch: global = (ceil(M / ROWS), ceil(N / (VW * NV))).
 #define ROWS 4
 #ifndef NV
@@ -153,7 +156,6 @@ CLAMPED_VEC_DEF(VW)
 #define FINISH_VEC(n, v, r, c) \
     CLAMPED_VEC(n, BIASED_VEC(n, v, c) + VLOAD(n)(0, residual + (long)(r) * N + (c)), lo2, hi2)
 #elif defined(THEN)
-#define THEN_VEC(n, y, r, c) nn_then_v##n(y, (long)(r) * N + (c), r, c THEN_ARGS)
 #define FINISH_VEC(n, v, r, c) THEN_VEC(n, BIASED_VEC(n, v, c), r, c)
 #else
 #define FINISH_VEC(n, v, r, c) BIASED_VEC(n, v, c)
