@@ -43,7 +43,7 @@ from .lib.conv_common import (
     window_valid_mask,
     window_view,
 )
-from .lib.device import QUANT8, activation, activation_defines, floats, types_in
+from .lib.device import QUANT8, activation, activation_defines, channel_lanes, floats, types_in
 from .lib.dtypes import quant_range
 from .lib.quant import activation_range_quant
 from .lib.reduce_device import extreme
@@ -222,7 +222,7 @@ def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
             or x.buffer.storage != "float" or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
             or not node.has_library("max_pool")):
         return None
-    vw = next(v for v in (16, 8, 4) if src.c % v == 0)
+    vw = channel_lanes(src.c)
     defines: dict[str, object] = dict(VW=vw, N=src.n, H=src.h, W=src.w, C=src.c, OH=oh, OW=ow, KH=p.filter_h,
                                       KW=p.filter_w, SH=win.stride_h, SW=win.stride_w, PT=win.pad_top,
                                       PL=win.pad_left, **activation_defines(p.activation))

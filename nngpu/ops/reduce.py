@@ -22,7 +22,7 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Acc, BufferTensor, Compute, Const, Expr, Loop, Reduce, Stored, reduce_sum
 from .lib.axes import MAX_RANK, check_max_rank, resolve_axis
-from .lib.device import COPYABLE, types_in
+from .lib.device import COPYABLE, channel_lanes, types_in
 from .lib.reduce_device import extreme, float_sum, reduced_count, reduced_slice
 from .node import OpNode
 from .registry import HalVersion as V
@@ -184,7 +184,7 @@ def _column_sum(node: OpNode, x, count: int) -> Stored | None:
         return None
     b, r, c = (int(np.prod(shape[s], dtype=np.int64)) for s in (slice(0, axes[0]), slice(axes[0], axes[-1] + 1),
                                                                   slice(axes[-1] + 1, None)))
-    vw = next((v for v in (16, 8, 4) if c % v == 0), None)
+    vw = channel_lanes(c)
     if vw is None or b * r * c >= 2 ** 31 or r == 0:
         return None
     defines: dict[str, object] = dict(VW=vw, B=b, R=r, C=c)

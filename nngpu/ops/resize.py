@@ -23,7 +23,7 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import BufferTensor, Compute, Expr, Stored, clamp, fn
 from ..ir.window import Image
-from .lib.device import COPYABLE, FLOATS, types_in
+from .lib.device import COPYABLE, FLOATS, channel_lanes, types_in
 from .lib.dtypes import quant_range
 from .lib.layout import QUANT8, V, from_nhwc, layout_dims, nhwc_dims, rules, to_nhwc
 from .lib.reduce_device import mul_rn
@@ -238,7 +238,7 @@ def _bilinear_library(node: OpNode, x, tables: list) -> Stored | None:
             or x.buffer.storage != "float" or max(n * h * w * c, n * p.out_h * p.out_w * c) >= 2 ** 31
             or not node.has_library("resize_bilinear")):
         return None
-    vw = next(v for v in (16, 8, 4) if c % v == 0)
+    vw = channel_lanes(c)
     defines = dict(VW=vw, N=n, H=h, W=w, C=c, OH=p.out_h, OW=p.out_w)
     return Stored(node.library("resize_bilinear", [x, *tables], n * p.out_h * p.out_w * (c // vw), defines))
 
