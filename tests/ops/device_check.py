@@ -11,6 +11,7 @@ import numpy as np
 
 from nngpu.backends import device_backends, targets
 from nngpu.compiler.lower import trace_segments
+from nngpu.compiler.steps import TemplateStep
 from nngpu.driver.device import Device
 from nngpu.runtime.interpreter import GraphRunner
 from nngpu.hal import OperandType as T
@@ -52,6 +53,21 @@ def fscalar(t, value) -> Value:
 @functools.lru_cache(maxsize=None)
 def _device(name: str) -> Device:
     return Device(name)
+
+
+def cpu_templates(model, inputs: list[Value]) -> list[str]:
+    """The sources of the hand-written kernels (TemplateStep) in the plan for an OpenCL CPU device."""
+    return [s.source for seg in segments(model, inputs, "opencl-cpu") for s in seg.steps
+            if isinstance(s, TemplateStep)]
+
+
+def reference_and_opencl(op, inputs: list[Value], out: Value):
+    """(the numpy reference's result, the OpenCL device's) of a one-operation model, both run
+    without error to the same output shapes."""
+    ref = run_op(op, inputs, [out], version=13)
+    got = run_op(op, inputs, [out], device=_device("opencl"), version=13)
+    assert ref.status == got.status == 0 and got.shapes == ref.shapes
+    return ref, got
 
 
 def _nvrtc_compiles(source: str) -> str | None:

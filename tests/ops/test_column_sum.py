@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.steps import TemplateStep
 from nngpu.hal import OperationType as Op
 from nngpu.testing import output, run_op, single_op_model, tensor
 
-from .device_check import F32, _device, flag, i32, segments, vec
+from .device_check import F32, _device, cpu_templates, flag, i32, vec
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
@@ -62,8 +61,7 @@ def test_column_sums_give_the_compensated_sums_bits(case, keep, op):
     inputs = [tensor(F32, value), vec(axes), i32(int(keep)) if op == Op.MEAN else flag(keep)]
     out = output(F32, [0] * (len(shape) if keep else len(shape) - len(set(a % len(shape) for a in axes))))
     model = single_op_model(op, inputs, [out])
-    templates = [s.source for seg in segments(model, inputs, "opencl-cpu") for s in seg.steps
-                 if isinstance(s, TemplateStep)]
+    templates = cpu_templates(model, inputs)
     assert len(templates) == (seen is not None)
     got = run_op(op, inputs, [out], device=_device("opencl"), version=13)
     ref = run_op(op, inputs, [out], version=13)

@@ -9,10 +9,9 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.hal import OperationType as Op
-from nngpu.compiler.steps import TemplateStep
-from nngpu.testing import output, run_op, single_op_model, tensor
+from nngpu.testing import output, single_op_model, tensor
 
-from .device_check import F32, _device, data, flag, i32, segments
+from .device_check import F32, cpu_templates, data, flag, i32, reference_and_opencl
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
@@ -42,11 +41,8 @@ def test_the_depthwise_template_matches_the_reference(case):
     inputs = [x, f, b, *map(i32, pads), *map(i32, strides), i32(1), i32(act), flag(False), *map(i32, dilations)]
     out = output(F32, [0] * 4)
     model = single_op_model(Op.DEPTHWISE_CONV_2D, inputs, [out])
-    sources = [s.source for seg in segments(model, inputs, "opencl-cpu") for s in seg.steps
-               if isinstance(s, TemplateStep)]
+    sources = cpu_templates(model, inputs)
     assert any(f"#define VW {vw}\n" in s and "GROUPS (C / VW)" in s for s in sources), "the template did not run"
-    ref = run_op(Op.DEPTHWISE_CONV_2D, inputs, [out], version=13)
-    got = run_op(Op.DEPTHWISE_CONV_2D, inputs, [out], device=_device("opencl"), version=13)
-    assert ref.status == got.status == 0 and got.shapes == ref.shapes
+    ref, got = reference_and_opencl(Op.DEPTHWISE_CONV_2D, inputs, out)
     # the same taps in the same order: only contraction into fused multiply-adds may differ
     np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-5, atol=1e-5)

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from nngpu.backends import device_backends
-from nngpu.compiler.steps import TemplateStep
 from nngpu.hal import OperationType as Op
-from nngpu.testing import output, run_op, single_op_model, tensor
+from nngpu.testing import output, single_op_model, tensor
 
-from .device_check import F32, _device, data, flag, i32, segments
+from .device_check import F32, cpu_templates, data, flag, i32, reference_and_opencl
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
@@ -36,10 +35,7 @@ def test_the_max_pool_template_gives_the_reference_bits(case, nan):
     inputs = [x, *map(i32, pads), *map(i32, strides), i32(kw), i32(kh), i32(act), flag(False)]
     out = output(F32, [0] * 4)
     model = single_op_model(Op.MAX_POOL_2D, inputs, [out])
-    sources = [s.source for seg in segments(model, inputs, "opencl-cpu") for s in seg.steps
-               if isinstance(s, TemplateStep)]
+    sources = cpu_templates(model, inputs)
     assert any(f"#define VW {vw}\n" in s and "Float MAX_POOL_2D" in s for s in sources), "the template did not run"
-    ref = run_op(Op.MAX_POOL_2D, inputs, [out], version=13)
-    got = run_op(Op.MAX_POOL_2D, inputs, [out], device=_device("opencl"), version=13)
-    assert ref.status == got.status == 0 and got.shapes == ref.shapes
+    ref, got = reference_and_opencl(Op.MAX_POOL_2D, inputs, out)
     np.testing.assert_array_equal(got.outputs[0], ref.outputs[0])

@@ -11,12 +11,11 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.compiler import lower
-from nngpu.compiler.steps import TemplateStep
 from nngpu.driver.device import Device
 from nngpu.hal import OperationType as Op
 from nngpu.testing import output, run_op, single_op_model, tensor
 
-from .device_check import F32, data, flag, i32, segments
+from .device_check import F32, cpu_templates, data, flag, i32
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
@@ -36,22 +35,18 @@ def _case(case):
     return inputs, output(F32, [0] * 4), vw
 
 
-def _templates(model, inputs) -> list[str]:
-    return [s.source for seg in segments(model, inputs, "opencl-cpu") for s in seg.steps if isinstance(s, TemplateStep)]
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_the_resize_template_gives_the_generated_kernels_bits(case, monkeypatch):
     inputs, out, vw = _case(case)
     model = single_op_model(Op.RESIZE_BILINEAR, inputs, [out])
-    sources = _templates(model, inputs)
+    sources = cpu_templates(model, inputs)
     if vw is None:
         assert not sources, "the template ran where it does not apply"
     else:
         assert any(f"#define VW {vw}\n" in s and "resize_bilinear" in s for s in sources), "the template did not run"
     with_template = run_op(Op.RESIZE_BILINEAR, inputs, [out], device=Device("opencl"), version=13)
     monkeypatch.setattr(lower, "has_template", lambda target, kind: kind != "resize_bilinear" and kind in target.templates)
-    assert not _templates(model, inputs)
+    assert not cpu_templates(model, inputs)
     generated = run_op(Op.RESIZE_BILINEAR, inputs, [out], device=Device("opencl"), version=13)
     ref = run_op(Op.RESIZE_BILINEAR, inputs, [out], version=13)
     assert with_template.status == generated.status == ref.status == 0
