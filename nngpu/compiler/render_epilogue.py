@@ -8,7 +8,9 @@ kernel's parameter order. Written by the renderer that would have written the ke
 scalar writer as `nn_then(y, i, r, c, ...)` and, for a target with vectors,
 `nn_then_v4/8/16(y, i, r, c, ...)` on a vector of the neighbouring elements i .. i + n - 1 of
 one row - the vector writer where the kernel would run in vectors of n lanes and n divides the
-row (so its row loads stay within a row), else each lane by the scalar function."""
+row (so its row loads stay within a row), else the vector writer along a row where the
+kernel is computable so (render_column_then.py: the face detector's PAD+ADD+RELU), else each lane
+by the scalar function."""
 from __future__ import annotations
 
 from ..ir.expr import Binary, Call, Cast, Const, Expr, Load, Select, Unary, Var, binary, const, walk
@@ -16,6 +18,7 @@ from ..ir.kernel import Kernel
 from ..ir.schedule import Schedule
 from ..ir.vectorize import vector_width
 from .render import CStyleRenderer, KernelWriter
+from .render_column_then import ColumnThen
 from .render_vector import VectorWriter
 
 LANES = (4, 8, 16)   # the vectors its callers store (gemm.cl on CPU devices, the templates)
@@ -32,7 +35,8 @@ def render_then(r: CStyleRenderer, kernel: Kernel, key: int, row: int, vectors: 
     THEN_PARAMS and THEN_ARGS (the other buffers, each with a leading comma), the preludes and
     helpers it uses, `nn_then` and, with `vectors`, `nn_then_v4`, `_v8` and `_v16`. `row`: the
     length of the rows the caller stores vectors within."""
-    scalar = _ScalarThen(r, _in_rows(kernel, row), key)
+    in_rows = _in_rows(kernel, row)
+    scalar = _ScalarThen(r, in_rows, key)
     text = scalar.function()
     head = [*r.prelude(scalar.storages), *r.render_helpers(scalar.helpers)]
     params = "".join(f", {p}" for p in scalar.signature)
@@ -41,8 +45,12 @@ def render_then(r: CStyleRenderer, kernel: Kernel, key: int, row: int, vectors: 
     for n in LANES if vectors else ():
         if vector_width(kernel, n) == n and row % n == 0:
             lines.append(_VectorThen(r, kernel, key, n).function(scalar.signature))
-        else:
-            lines.append(_lane_by_lane(r, n, scalar.index_type, params, args))
+            continue
+        vec = r.vector_type("float", n)
+        first = f"{_qualified(r)}{vec} nn_then_v{n}({vec} y, {scalar.index_type} i, int r, int c{params}) {{"
+        lanes = _lane_by_lane(r, n, args)
+        along = ColumnThen(r, in_rows, key, n, scalar.params).function(first, lanes)
+        lines.append(along or "\n".join([first, lanes, "}"]) + "\n")
     return "\n".join(lines) + "\n"
 
 
@@ -132,15 +140,13 @@ class _VectorThen(VectorWriter):
                           f"    return {value};", "}"]) + "\n"
 
 
-def _lane_by_lane(r: CStyleRenderer, n: int, index: str, params: str, args: str) -> str:
-    vec = r.vector_type("float", n)
+def _lane_by_lane(r: CStyleRenderer, n: int, args: str) -> str:
+    """The statements of nn_then_vN that take its lanes one by one, through nn_then."""
     return "\n".join([
-        f"{_qualified(r)}{vec} nn_then_v{n}({vec} y, {index} i, int r, int c{params}) {{",
         f"    float lane[{n}];",
         f"    {r.vector_store('lane', '0', 'y', n)}",
         f"    for (int j = 0; j < {n}; ++j) lane[j] = nn_then(lane[j], i + j, r, c + j{args});",
-        f"    return {r.vector_load('lane', '0', n)};",
-        "}"]) + "\n"
+        f"    return {r.vector_load('lane', '0', n)};"])
 
 
 def _qualified(r: CStyleRenderer) -> str:

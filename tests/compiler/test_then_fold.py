@@ -120,11 +120,14 @@ def test_the_consumer_becomes_the_producers_epilogue(consumer, producer, target)
 
 
 @pytest.mark.parametrize("producer", PRODUCERS)
-def test_a_lane_wise_consumer_is_written_in_vectors_and_a_gather_lane_by_lane(producer):
+def test_a_lane_wise_consumer_is_written_in_vectors_and_a_pad_along_its_rows(producer):
+    """pad-add reads z at r * 24 + c: in vectors of the row (compiler/render_column_then.py),
+    the vector across column 24 lane by lane."""
     (swish,), _ = _steps(block("swish", producer)[0], CPU_TARGET)
     (padded,), _ = _steps(block("pad-add", producer)[0], CPU_TARGET)
     assert "exp(" in _then(swish).split("nn_then_v16")[1] and "lane[" not in _then(swish)
-    assert "lane[j] = nn_then(lane[j], i + j, r, c + j, in0)" in _then(padded).split("nn_then_v16")[1]
+    v16 = _then(padded).split("nn_then_v16")[1]
+    assert "vload16(0, in0 + " in v16 and "lane[j] = nn_then(lane[j], i + j, r, c + j, in0)" in v16
 
 
 @pytest.mark.parametrize("producer", PRODUCERS)
