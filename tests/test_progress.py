@@ -54,7 +54,7 @@ def test_prepare_reports_each_kernel_and_the_first_run_each_step(backend, monkey
         s.run(s.named.example_inputs)
     steps = sum(len(seg.runners) for seg in segments)
     assert recorded == {"first": [[steps] + [1] * steps]}  # the first run only, step by step
-    kernels = sum(len(seg.spec.kernels) for seg in segments)
+    kernels = sum(seg.spec.kernel_count for seg in segments)   # generated ones and templates
     assert kernels > 0
     assert sum(b[0] for b in bars) == kernels          # the kernels announced
     assert all(sum(b[1:]) == b[0] for b in bars)       # and every kernel reported done

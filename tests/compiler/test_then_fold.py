@@ -187,3 +187,40 @@ def test_packed_weights_are_padded_to_whole_vectors_on_a_cpu(target, ldb):
     assert packed.shape == (COUT, ldb or cout)
     np.testing.assert_array_equal(packed[:, :cout], w.reshape(cout, COUT).T)
     assert not packed[:, cout:].any()
+
+
+def _squeeze_excite_layer():
+    """A squeeze-and-excite block's 1x1 convolution of one pixel, 240 -> 64 channels (15,360
+    multiply-adds), RELU fused, then a HARD_SWISH: the model and its numpy answer."""
+    cin, cout = 240, 64
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [1, 1, 1, cin])
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((cout, 1, 1, cin)) * 0.1).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32)
+    ins = [x, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias),
+           *(b.constant(T.INT32, v) for v in (2, 1, 1, 1))]
+    y = b.op(Op.CONV_2D, ins, T.TENSOR_FLOAT32, [1, 1, 1, cout])
+    b.output(b.op(Op.HARD_SWISH, [y], T.TENSOR_FLOAT32, [1, 1, 1, cout]))
+
+    def want(v: np.ndarray) -> np.ndarray:
+        t = np.maximum(v.reshape(1, cin) @ w.reshape(cout, cin).T + bias, 0)
+        return (t * np.clip(t + 3, 0, 6) / 6).reshape(1, 1, 1, cout)
+    return b.build(), want
+
+
+def test_a_squeeze_excite_layer_is_a_gemm_on_a_cpu_device():
+    """From 2^12 multiply-adds on a CPU device (its GEMM's vectors beat the generated loop per
+    output 3-4x there), with the HARD_SWISH folded in; a GPU's threshold stays 2^16."""
+    model, _ = _squeeze_excite_layer()
+    (gemm,), kernels = _steps(model, CPU_TARGET)
+    assert isinstance(gemm, GemmStep) and gemm.then and not kernels
+    assert _steps(model, OPENCL)[0] == []
+
+
+@pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+def test_a_squeeze_excite_gemm_matches_numpy():
+    model, want = _squeeze_excite_layer()
+    x = np.random.default_rng(6).standard_normal([1, 1, 1, 240]).astype(np.float32)
+    got = np.asarray(device_plan(GraphRunner(model), create("opencl")).execute([x])[0])
+    np.testing.assert_allclose(got, want(x), rtol=1e-5, atol=1e-5)
