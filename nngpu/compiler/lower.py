@@ -16,6 +16,7 @@ from ..hal.types import Subgraph
 from ..ir.expr import Buffer
 from ..ir.kernel import store
 from ..ir.narrow import narrow_indices
+from ..ir.schedule import Grid
 from ..ir.storage import STORAGE_DTYPE, storage_of
 from ..ir.tensor import BufferTensor, Compute, Stored, Tensor
 from ..ops.lib.dtypes import is_tensor
@@ -75,13 +76,14 @@ class _Builder:
         return self.low.tensor_of(self.low.graph.operations[self.op].outputs[0])
 
     def library(self, kind: str, inputs: list[BufferTensor], size: int, defines: dict[str, object],
-                temp: tuple[int, ...] | None = None, then_row: int | None = None) -> BufferTensor:
+                temp: tuple[int, ...] | None = None, then_row: int | None = None,
+                group: int | None = None) -> BufferTensor:
         out = self._output() if temp is None else self.temp(temp, "float")
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]
-        self.steps.append(TemplateStep(name, source, size, args, [self.op], self.low.target.schedule.flat(size),
-                                       then_row))
+        grid = self.low.target.schedule.flat(size) if group is None else Grid((-(-size // group) * group,), (group,))
+        self.steps.append(TemplateStep(name, source, size, args, [self.op], grid, then_row))
         return out
 
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,

@@ -11,6 +11,7 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.hal import OperationType as Op
+from nngpu.ops.reduce import _column_vectors
 from nngpu.testing import output, run_op, single_op_model, tensor
 
 from .device_check import F32, _device, cpu_templates, flag, i32, vec
@@ -25,6 +26,7 @@ CASES = {
     "leading-vw4": ((2, 3, 12), [0], (1, 2, 36)),
     "negative-repeated": ((2, 6, 5, 8), [-3, 1, 2], (2, 30, 8)),
     "long-column": ((1, 300, 40, 16), [1, 2], (1, 12000, 16)),
+    "squeeze-excite-240": ((1, 14, 14, 240), [1, 2], (1, 196, 240)),
     "split-axes": ((2, 4, 3, 8), [1, 3], None),
     "narrow-columns": ((2, 5, 6), [1], None),
     "last-axis": ((4, 16), [1], None),
@@ -75,3 +77,18 @@ def test_column_sums_give_the_compensated_sums_bits(case, keep, op):
     if op == Op.MEAN:
         want = want / np.float32(r)
     np.testing.assert_array_equal(got.outputs[0].reshape(b, c).view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("b, c, vw, cv", [
+    (1, 16, 16, 1),     # one vector: one work-item
+    (1, 96, 16, 3),     # MobileNet v3 small's squeeze-and-excite means
+    (1, 240, 16, 5),
+    (1, 120, 8, 5),
+    (1, 576, 16, 6),    # 36 vectors: 6 a work-item (9 would hold too many accumulators)
+    (2, 32, 16, 2),     # two batches of two vectors: a batch a work-item
+    (1, 1280, 16, 8),
+    (3, 4, 4, 1),
+    (1, 6, None, None),
+])
+def test_column_vectors_leave_two_work_items_of_interleaved_sums(b, c, vw, cv):
+    assert _column_vectors(b, c) == (None if vw is None else (vw, cv))
