@@ -43,7 +43,8 @@ def _tiles(m: int, n: int):
 SCHEDULES = [pytest.param("nn_gemm_tiled", "", False, _tiles, id="tiled"),
              pytest.param("nn_gemm_nt_tiled", "", True, _tiles, id="nt_tiled"),
              *[pytest.param("nn_gemm_vec", f"#define VW {vw}\n#define NV {nv}\n", False, _row_blocks(vw, nv),
-                            id=f"vec_{nv}x{vw}") for vw, nv in [(8, 1), (8, 3), (8, 4), (16, 1), (16, 2)]],
+                            id=f"vec_{nv}x{vw}") for vw, nv in [(8, 1), (8, 3), (8, 5), (8, 6), (16, 1), (16, 2),
+                                                                     (16, 3), (16, 4)]],
              pytest.param("nn_gemm_nt_vec", "#define VW 16\n", True, _dot_blocks, id="nt_vec")]
 SIZES = [(1, 1, 1), (9, 37, 33), (64, 48, 16), (13, 100, 70), (70, 33, 65), (6, 48, 40)]
 
@@ -120,8 +121,9 @@ def test_cpu_gemms_take_small_work_groups(x, y):
     assert x <= grid.threads[0] < x + CPU_GEMM_GROUP and grid.threads[0] % CPU_GEMM_GROUP == 0
 
 
-@pytest.mark.parametrize("n, vw, nv", [(16, 16, 1), (24, 8, 3), (32, 16, 2), (48, 8, 3), (96, 16, 2),
-                                       (40, 8, 1), (1000, 8, 1), (1001, 8, 1)])
+@pytest.mark.parametrize("n, vw, nv", [(16, 16, 1), (24, 8, 3), (32, 16, 2), (48, 16, 3), (96, 16, 3),
+                                       (64, 16, 4), (144, 16, 3), (672, 16, 3), (40, 8, 5), (88, 8, 1),
+                                       (1000, 8, 5), (1001, 8, 1)])
 def test_the_cpu_kernel_takes_the_most_whole_columns(n, vw, nv):
     assert gemm_vectors(n) == (vw, nv)
 
