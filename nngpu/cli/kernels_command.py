@@ -34,6 +34,7 @@ def run(args) -> int:
     from ..backends import targets
     from ..runtime.interpreter import ExecutionError, GraphRunner
     from ..compiler.lower import trace_segments
+    from ..compiler.pad_fold import fold_pads
     from ..compiler.steps import GemmStep, HostStep, KernelStep, TemplateStep, Transfer
     from ..modelutil import as_model_1_3
 
@@ -43,7 +44,7 @@ def run(args) -> int:
     target = known[args.target]
     named = open_model(args.model)
     out = writable_dir(args.out, "--out")
-    runner = GraphRunner(as_model_1_3(named.model))
+    runner = GraphRunner(fold_pads(as_model_1_3(named.model)))   # what a prepare compiles
     try:
         with np.errstate(all="ignore"):
             values = runner.trace(_example(named))

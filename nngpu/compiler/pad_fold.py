@@ -1,6 +1,7 @@
-"""A zero PAD of rows and columns that only a convolution reads becomes that convolution's own
-padding, before any plan is made: the padded tensor is never written (Keras' ZeroPadding2D before
-a stride-2 layer, MediaPipe's PAD before a VALID depthwise convolution).
+"""A zero PAD of rows and columns that only convolutions read becomes each one's own padding,
+before any plan is made: the padded tensor is never written (Keras' ZeroPadding2D before a
+stride-2 layer, MediaPipe's PAD before a VALID depthwise convolution, or before two: the pose
+detector's).
 
 CONV_2D and DEPTHWISE_CONV_2D on NHWC take the PAD's input with explicit padding: the PAD's rows
 and columns plus their own (implicit VALID, or explicit). PAD fills with zero, or for quantized
@@ -11,7 +12,6 @@ a constant. The new scalars live in a small pool of their own, so the model's op
 not copied."""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -66,22 +66,24 @@ def _folded_padding(model: Model_1_3, pad: Operation, op: Operation) -> tuple[li
 
 
 def fold_pads(model: Model_1_3) -> Model_1_3:
-    """The model with each such PAD folded into its convolution (the model itself if none is)."""
+    """The model with each such PAD folded into its convolutions (the model itself if none is)."""
     load_all()  # the convolutions' parameter parsers
     g = model.main
-    producer = {o: k for k, op in enumerate(g.operations) for o in op.outputs}
-    uses = Counter(i for op in g.operations for i in op.inputs)
-    folds: dict[int, tuple[int, list[int], int]] = {}   # conv → (its PAD, padding, first input after it)
+    readers: dict[int, list[tuple[int, int]]] = {}   # tensor → (operation, input position) reading it
     for k, op in enumerate(g.operations):
-        p = producer.get(op.inputs[0]) if op.type in _CONVOLUTIONS and op.inputs else None
-        if p is None or g.operations[p].type != OperationType.PAD:
+        for position, i in enumerate(op.inputs):
+            readers.setdefault(i, []).append((k, position))
+    folds: dict[int, tuple[int, list[int], int]] = {}   # conv → (its PAD, padding, first input after it)
+    for p, pad in enumerate(g.operations):
+        t = pad.outputs[0] if pad.type == OperationType.PAD and pad.outputs else None
+        reads = readers.get(t, [])
+        # every reader a convolution taking it as its input (the pose detector's feed two)
+        if not reads or t in g.outputIndexes or any(position != 0 or g.operations[k].type not in _CONVOLUTIONS
+                                                    for k, position in reads):
             continue
-        t = g.operations[p].outputs[0]
-        if uses[t] != 1 or t in g.outputIndexes:
-            continue
-        done = _folded_padding(model, g.operations[p], op)
-        if done is not None:
-            folds[k] = (p, *done)
+        done = {k: _folded_padding(model, pad, g.operations[k]) for k, _ in reads}
+        if all(d is not None for d in done.values()):
+            folds.update((k, (p, *d)) for k, d in done.items())
     if not folds:
         return model
     pool = allocate_shared(16 * len(folds))

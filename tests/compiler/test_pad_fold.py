@@ -19,9 +19,10 @@ Q = dict(scale=0.05, zero_point=3)
 
 
 def padded_conv(kind: str = "conv", pads=((0, 0), (1, 0), (2, 1), (0, 0)), padding=("VALID",), quant: bool = False,
-                dilation: int = 1, twice: bool = False, seed: int = 0):
+                dilation: int = 1, twice: bool = False, seed: int = 0, second: tuple | None = None):
     """x → PAD(pads) → CONV_2D or DEPTHWISE_CONV_2D (3x3, stride 2, relu6) → output; `padding`:
-    ("VALID",) / ("SAME",) implicit, or (left, right, top, bottom) explicit."""
+    ("VALID",) / ("SAME",) implicit, or (left, right, top, bottom) explicit. `twice`: a RELU reads
+    the PAD too; `second`: so does a second convolution of the kind with that padding, stride 1."""
     rng = np.random.default_rng(seed)
     b = ModelBuilder()
     c = 8
@@ -45,6 +46,9 @@ def padded_conv(kind: str = "conv", pads=((0, 0), (1, 0), (2, 1), (0, 0)), paddi
     op = "DEPTHWISE_CONV_2D" if kind == "depthwise" else "CONV_2D"
     y = b.op(op, p, w, bias, *pad_args, 2, 2, *extra, 3, *tail, **out)
     b.output("y", y)
+    if second is not None:
+        own = [code[second[0]]] if len(second) == 1 else list(second)
+        b.output("y2", b.op(op, p, w, bias, *own, 1, 1, *extra, 0, *tail, **out))
     if twice:
         b.output("p", b.op("RELU", p))
     named = b.build()
@@ -62,12 +66,15 @@ FOLDED = {
     "conv-dilated": lambda: padded_conv(pads=((0, 0), (2, 3), (4, 1), (0, 0)), dilation=2),
     "conv-uint8": lambda: padded_conv(quant=True),
     "depthwise-uint8": lambda: padded_conv("depthwise", quant=True),
+    "two-depthwise": lambda: padded_conv("depthwise", pads=((0, 0), (1, 1), (1, 1), (0, 0)), second=(1, 0, 0, 1)),
+    "two-conv-uint8": lambda: padded_conv(quant=True, second=("VALID",)),
 }
 KEPT = {
     "channels-padded": lambda: padded_conv(pads=((0, 0), (1, 1), (1, 1), (0, 8))),
     "same-padding": lambda: padded_conv(padding=("SAME",)),
     "as-large-as-the-filter": lambda: padded_conv(pads=((0, 0), (3, 0), (0, 0), (0, 0))),
     "read-twice": lambda: padded_conv(twice=True),
+    "second-as-large-as-the-filter": lambda: padded_conv(second=(2, 0, 0, 0)),
 }
 
 
