@@ -146,8 +146,9 @@ inline VEC(n) clamped_vec##n(VEC(n) v, const float lo, const float hi) { \
 }
 #define CLAMPED_VEC_DEF(n) CLAMPED_VEC_DEF_(n)
 CLAMPED_VEC_DEF(4)
-#if VW != 4
-CLAMPED_VEC_DEF(VW)
+CLAMPED_VEC_DEF(8)
+#if VW == 16
+CLAMPED_VEC_DEF(16)
 #endif
 #define CLAMPED_VEC_(n, v, lo, hi) clamped_vec##n((v), lo, hi)
 #define CLAMPED_VEC(n, v, lo, hi) CLAMPED_VEC_(n, v, lo, hi)
@@ -191,18 +192,30 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
             }
             return;
         }
-        // the last block of a padded B: its whole vectors before N, then the columns before N
-        // one by one
+        // the last block of a padded B: its whole vectors before N, then of the vector across N
+        // a vector of 8 and one of 4 where they fit (the face detector's N = 28: 16 + 8 + 4),
+        // then the columns before N one by one
         for (int r = 0; r < ROWS && row + r < M; ++r) {
             __global float* out = C + (long)(row + r) * N + col;
             UNROLL for (int v = 0; v < NV; ++v) {
-                if (col + (v + 1) * VW <= N) {
-                    VSTORE(VW)(FINISH_VEC(VW, acc[r][v], row + r, col + v * VW), 0, out + v * VW);
+                const int c = col + v * VW;
+                if (c + VW <= N) {
+                    VSTORE(VW)(FINISH_VEC(VW, acc[r][v], row + r, c), 0, out + v * VW);
                 } else {
                     float lanes[VW];
                     VSTORE(VW)(acc[r][v], 0, lanes);
-                    for (int j = 0; j < VW && col + v * VW + j < N; ++j)
-                        out[v * VW + j] = FINISH(lanes[j], row + r, col + v * VW + j);
+                    int j = 0;
+#if VW == 16
+                    if (c + 8 <= N) {
+                        vstore8(FINISH_VEC(8, vload8(0, lanes), row + r, c), 0, out + v * VW);
+                        j = 8;
+                    }
+#endif
+                    if (c + j + 4 <= N) {
+                        vstore4(FINISH_VEC(4, vload4(0, lanes + j), row + r, c + j), 0, out + v * VW + j);
+                        j += 4;
+                    }
+                    for (; c + j < N; ++j) out[v * VW + j] = FINISH(lanes[j], row + r, c + j);
                 }
             }
         }

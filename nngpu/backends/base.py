@@ -291,7 +291,7 @@ class Backend(ABC):
         clamp(clamp(C + bias, lo, hi) + residual, lo2, hi2); with `then` (a folded kernel's
         source, its buffers) that kernel's value of clamp(C + bias, lo, hi): what only a backend
         whose target has gemm_epilogue is asked for. `ldb`: B's row stride where its rows are
-        padded (a target's gemm_pad_columns); `scale`: a buffer of K floats that multiply A's
+        padded (a target's gemm_row_stride); `scale`: a buffer of K floats that multiply A's
         columns as they are read (asked for with gemm_epilogue too)."""
         if ldb is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM reads B with rows of N columns")

@@ -6,6 +6,7 @@ import copy
 import functools
 import signal
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -66,14 +67,14 @@ class OpenCLRenderer(CStyleRenderer):
         return f"(({kind}{n})({scalar}))"
 
 
-def _target(name: str, schedule: Schedule, templates: dict[str, str], gemm_pad_columns: int = 1,
-            gemm_min_work: int = 1 << 16) -> Target:
+def _target(name: str, schedule: Schedule, templates: dict[str, str],
+            gemm_row_stride: Callable[[int], int] | None = None, gemm_min_work: int = 1 << 16) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
         templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "max_pool": "max_pool.cl",
                    "resize_bilinear": "resize_bilinear.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
-        gemm_min_work=gemm_min_work, gemm_pad_columns=gemm_pad_columns)
+        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride)
 
 
 # A GPU's driver chooses its work-groups, but a slice's statistic (softmax's maximum and sum, a
@@ -87,14 +88,27 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str], gemm_pad_c
 # lanes a work-item in explicit vectors (ir/vectorize.py): PoCL vectorises neither one-output
 # loop across work-items, and calls a scalar exp per work-item (EfficientNet B0's swish 3x slower).
 TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {})
-# Its GEMM's packed B rows are padded to whole vectors of 8 (nn_gemm_vec's narrower width).
+
+
+def cpu_gemm_row_stride(n: int) -> int:
+    """The row stride of a packed B on a CPU device: N padded with zeros to whole vectors of 8
+    (nn_gemm_vec's narrower width), or of 16 where 8 would leave blocks of one vector of 8 (N =
+    56, 88, 104: N / 8 has no factor up to 6). On PoCL: N = 28 153 -> 47 us padded to 32, N = 88
+    43-60 -> 26-30 us padded to 96 (3 vectors of 16 a work-item); padding N = 24 or 40 to 32 or
+    48 instead was no faster."""
+    stride = -(-n // 8) * 8
+    if n > 16 and gemm_vectors(stride) == (8, 1):
+        stride = -(-n // 16) * 16
+    return stride
+
+
 # Its GEMMs are explicit-vector micro-kernels, the generated convolution a scalar loop per output:
 # on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds run 2.5x faster as
 # GEMMs, and MobileNet v3's squeeze-and-excite layers of 2^12 to 2^17 (a 1x1 convolution of one
 # pixel, weights read once) 3-4x faster (240 -> 64 channels: 15.6 -> 3.9 us in the pipeline), the
 # elementwise kernel after each folded in. (A GPU's tiled GEMM keeps 2^16: not measured on one.)
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16), {"column_sum": "column_sum.cl"},
-                     gemm_pad_columns=8, gemm_min_work=1 << 12)
+                     gemm_row_stride=cpu_gemm_row_stride, gemm_min_work=1 << 12)
 
 
 def gemm_vectors(n: int) -> tuple[int, int]:

@@ -92,10 +92,10 @@ class _Builder:
         if b_transposed and key in self.constants and k < PACK_BELOW_K and m >= PACK_FROM_M:
             # a short K: B packed as [K, N], a small copy, for the row-blocked schedules (on PoCL
             # twice as fast as dot products along K up to K = 384, slower from 512 or for M < 8);
-            # its rows padded with zeros to the target's multiple (a GEMM on PoCL with N = 28:
+            # its rows padded with zeros to the target's stride (a GEMM on PoCL with N = 28:
             # 153 us with a scalar tail of 4 columns, 47 us padded to 32)
-            pad = self.low.target.gemm_pad_columns
-            stride = -(-n // pad) * pad
+            row_stride = self.low.target.gemm_row_stride
+            stride = n if row_stride is None else row_stride(n)
             packed = np.zeros((k, stride), self.constants[key].dtype)
             packed[:, :n] = self.constants[key].reshape(n, k).T
             self.constants[key] = packed

@@ -95,7 +95,7 @@ class GemmStep:
     bounds: tuple[float, float] | None = None
     residual: tuple[float, float] | None = None
     then: str | None = None
-    ldb: int | None = None      # B's row stride where its rows are padded past n (Target.gemm_pad_columns)
+    ldb: int | None = None      # B's row stride where its rows are padded past n (Target.gemm_row_stride)
     scale_a: bool = False       # A's element (r, k) is multiplied by S[k] as it is read: S is the last arg before C
 
     @property

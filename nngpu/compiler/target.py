@@ -9,7 +9,7 @@ nothing here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..ir.kernel import Kernel
 from ..ir.schedule import Schedule
@@ -26,9 +26,10 @@ class Target:
     templates: Mapping[str, str] = field(default_factory=dict)
     # whether its GEMM adds a bias and clamps as it stores (kernels/gemm.cl's EPILOGUE)
     gemm_epilogue: bool = False
-    # a constant B packed at prepare has its rows padded with zeros to a multiple of this many
-    # columns (GemmStep.ldb): the GEMM then computes whole vectors past N and stores N columns
-    gemm_pad_columns: int = 1
+    # N -> the row stride of a constant B packed at prepare, N or more (GemmStep.ldb): its rows
+    # padded with zeros, the GEMM then computes whole vectors past N and stores N columns;
+    # None: rows of N
+    gemm_row_stride: Callable[[int], int] | None = None
     # multiply-adds from which a float convolution is a GEMM rather than a generated kernel
     gemm_min_work: int = 1 << 21
 

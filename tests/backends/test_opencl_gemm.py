@@ -13,7 +13,7 @@ import pytest
 from nngpu.backends import device_backends
 from nngpu.backends.base import kernel_template
 from nngpu.backends.opencl import (CPU_GEMM_GROUP, GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK, cpu_gemm_grid,
-                                   gemm_vectors)
+                                   cpu_gemm_row_stride, gemm_vectors)
 from nngpu.compiler.steps import GemmStep
 from nngpu.driver.device import Device
 
@@ -87,11 +87,12 @@ def test_schedule_matches_numpy(backend, name, defines, b_transposed, launch, m,
 
 
 @pytest.mark.parametrize("epilogue", ["plain", "epilogue"])
-@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (9, 37, 33), (70, 33, 65), (6, 20, 40), (64, 28, 24)])
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (9, 37, 33), (70, 33, 65), (6, 20, 40), (64, 28, 24), (5, 45, 16)])
 @pytest.mark.parametrize("name, defines, b_transposed, launch", [s for s in SCHEDULES if not s.values[2]])
 def test_rows_of_b_padded_past_n(backend, name, defines, b_transposed, launch, m, n, k, epilogue):
     """B's rows padded to a multiple of 8 (LDB; the compiler's packed weights on a CPU device),
-    NaN in the padding: the columns past N are computed, never stored, and change nothing."""
+    NaN in the padding: the columns past N are computed, never stored, and change nothing (N =
+    28 and 45 store the vector across N as 8 + 4 and 8 + 4 + 1 columns)."""
     ldb = -(-n // 8) * 8
     rng = np.random.default_rng(m + n + k)
     a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
@@ -126,6 +127,12 @@ def test_cpu_gemms_take_small_work_groups(x, y):
                                        (1000, 8, 5), (1001, 8, 1)])
 def test_the_cpu_kernel_takes_the_most_whole_columns(n, vw, nv):
     assert gemm_vectors(n) == (vw, nv)
+
+
+@pytest.mark.parametrize("n, stride", [(8, 8), (12, 16), (24, 24), (28, 32), (40, 40), (56, 64), (88, 96),
+                                       (104, 112), (1000, 1000), (1001, 1008)])
+def test_packed_rows_are_padded_to_blocks_wider_than_one_vector_of_8(n, stride):
+    assert cpu_gemm_row_stride(n) == stride
 
 
 @pytest.mark.parametrize("name, in_place", [("conv3x3-in-place", True), ("fully-connected", True),
