@@ -213,20 +213,28 @@ def _taps(node: OpNode, c: Coords):
     return p, src.at(bn, taps.ih, taps.iw, ch), taps
 
 
+POOL_ITEMS = 512   # work-items a max pool keeps where it can (8 work-groups of 64), its threads' share
+
+
 def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
     """The target's hand-written float MAX_POOL_2D (kernels/max_pool.cl), in vectors of channels,
-    for an NHWC float32 input whose channels make whole vectors of 4, 8 or 16 and whose indices
-    fit in 32 bits; None where it does not apply (the generated kernel)."""
+    for an NHWC float32 input whose channels make whole vectors of 16, 8, 4 or 2 and whose
+    indices fit in 32 bits; None where it does not apply (the generated kernel). A work-item
+    takes as many of a pixel's vectors as leave POOL_ITEMS work-items (a work-item's fixed cost
+    is most of a small pool's time on PoCL); a folded consumer (THEN) only with vectors of 4 up."""
     p, src, win, oh, ow = _geometry(node)
-    if (p.nchw or src.c % 4 or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
+    if (p.nchw or src.c % 2 or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
             or x.buffer.storage != "float" or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
             or not node.has_library("max_pool")):
         return None
-    vw = channel_lanes(src.c)
-    defines: dict[str, object] = dict(VW=vw, N=src.n, H=src.h, W=src.w, C=src.c, OH=oh, OW=ow, KH=p.filter_h,
-                                      KW=p.filter_w, SH=win.stride_h, SW=win.stride_w, PT=win.pad_top,
-                                      PL=win.pad_left, **activation_defines(p.activation))
-    return Stored(node.library("max_pool", [x], src.n * oh * ow * (src.c // vw), defines, then_row=src.c))
+    vw = channel_lanes(src.c) or 2
+    pixels, vectors = src.n * oh * ow, src.c // vw
+    pv = max(d for d in range(1, vectors + 1) if vectors % d == 0 and (d == 1 or pixels * vectors // d >= POOL_ITEMS))
+    defines: dict[str, object] = dict(VW=vw, PV=pv, N=src.n, H=src.h, W=src.w, C=src.c, OH=oh, OW=ow,
+                                      KH=p.filter_h, KW=p.filter_w, SH=win.stride_h, SW=win.stride_w,
+                                      PT=win.pad_top, PL=win.pad_left, **activation_defines(p.activation))
+    return Stored(node.library("max_pool", [x], pixels * vectors // pv, defines,
+                               then_row=src.c if vw >= 4 else None))
 
 
 def _float_pool(kind: str):
