@@ -5,7 +5,7 @@
 // overlap too, and the compiler loads a shared input vector once). (PoCL vectorises a
 // one-output-per-work-item kernel across work-items, which turns these loads into gathers; GPUs
 // read VW * 4 contiguous bytes per work-item, coalesced across the channel groups.)
-// The compiler specialises it per layer with #defines before this text: NAME, VW (4, 8 or 16, which
+// The compiler specialises it per layer with #defines before this text: NAME, VW (2, 4, 8 or 16, which
 // divides C), PIX, N H W C, OH OW, KH KW, SH SW (strides), DH DW (dilations), PT PL (padding
 // top, left), and LO / HI where a fused activation clamps. The bias starts each sum and the taps
 // follow in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.

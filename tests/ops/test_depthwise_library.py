@@ -1,6 +1,6 @@
 """The OpenCL backend's hand-written float depthwise kernel (kernels/depthwise.cl, in channel
 vectors) matches the numpy reference on every geometry it takes: strides, dilations, padding on
-every side, taps past the row on both sides, vectors of 4, 8 and 16 channels, and each fused
+every side, taps past the row on both sides, vectors of 2, 4, 8 and 16 channels, and each fused
 activation. Each case also proves the template ran, with the vector width it was meant to have."""
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ CASES = {
     "long-row-s1": (6, 23, 16, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 0, 16),
     "long-row-5x5-s2": (9, 30, 8, 5, 5, (2, 2, 2, 2), (2, 2), (1, 1), 1, 8),
     "long-row-unpadded": (5, 21, 4, 3, 3, (0, 0, 0, 0), (1, 1), (1, 1), 3, 4),
+    "pairs-c42": (8, 9, 42, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 1, 2),   # the face detector's 42 channels
+    "pairs-c6-s2": (7, 11, 6, 3, 3, (0, 1, 0, 1), (2, 2), (1, 1), 0, 2),
 }
 
 
