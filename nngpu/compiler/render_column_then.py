@@ -15,10 +15,11 @@ A kernel with anything else (an integer of another slope, a cast, a helper, a se
 whose branches load) has no such function: the caller takes its lanes one by one."""
 from __future__ import annotations
 
-from ..ir.expr import Binary, Const, Expr, Load, Select, Unary, Var, use_counts, walk
+from ..ir.expr import Binary, Const, Expr, Load, Select, Unary, Var
 from ..ir.kernel import Kernel
 from ..ir.vectorize import COMPARE, LOGICAL, VECTOR_BINARY, VECTOR_UNARY
 from .render import CStyleRenderer
+from .render_vector import VectorWriter
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||"}
 _SCALAR_INT = {"+", "-", "*", "/", "%", "min", "max"}
@@ -28,17 +29,15 @@ class NotAlongRow(Exception):
     """The kernel has a value this writer cannot compute for a vector of a row's columns."""
 
 
-class ColumnThen:
+class ColumnThen(VectorWriter):
     """Writes nn_then_v`lanes` for a kernel in rows (Vars "r" and "c"): `key`'s load is `y`;
     `params` names the other buffers."""
 
     def __init__(self, r: CStyleRenderer, kernel: Kernel, key: int, lanes: int, params: dict[int, str]) -> None:
-        self.r, self.kernel, self.key, self.lanes, self.params = r, kernel, key, lanes, params
-        self.refs = use_counts(walk(kernel.value))
+        super().__init__(r, kernel, lanes)
+        self.key, self.params = key, params
         self.slopes: dict[int, int] = {}
         self.guards: list[Expr] = []   # comparisons whose sides' difference moves along the row
-        self.lines: list[str] = []
-        self.memo: dict[int, str] = {}
         self.eager = _outside_branches(kernel.value)
 
     def function(self, head: str, lane_by_lane: str) -> str | None:
@@ -128,17 +127,9 @@ class ColumnThen:
         return False
 
     # ---- float values: vectors ------------------------------------------------------------------
-    def emit(self, node: Expr) -> str:
-        if id(node) in self.memo:
-            return self.memo[id(node)]
-        text = self.expression(node)
-        if self.refs.get(id(node), 0) > 1 and id(node) in self.eager and not isinstance(node, Const):
-            name = f"t{len(self.lines)}"
-            kind = "float" if node.dtype == "float" else "int"
-            self.lines.append(f"    {self.r.vector_type(kind, self.lanes)} {name} = {text};")
-            text = name
-        self.memo[id(node)] = text
-        return text
+    def temporary(self, node: Expr) -> bool:
+        # never a value that only a select's branch computes (it may load what only that branch may)
+        return super().temporary(node) and id(node) in self.eager
 
     def expression(self, node: Expr) -> str:
         r, n = self.r, self.lanes

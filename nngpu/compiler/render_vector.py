@@ -47,13 +47,17 @@ class VectorWriter:
         if id(node) in self.memo:
             return self.memo[id(node)]
         text = self.expression(node)
-        if self.refs.get(id(node), 0) > 1 and not isinstance(node, Const):
+        if self.temporary(node):
             name = f"t{len(self.memo)}"
             kind = "float" if node.dtype == "float" else "int"
             self.lines.append(f"    {self.r.vector_type(kind, self.lanes)} {name} = {text};")
             text = name
         self.memo[id(node)] = text
         return text
+
+    def temporary(self, node: Expr) -> bool:
+        """Whether node's vector is computed once into a temporary: a value used more than once."""
+        return self.refs.get(id(node), 0) > 1 and not isinstance(node, Const)
 
     def expression(self, node: Expr) -> str:
         r, n = self.r, self.lanes
