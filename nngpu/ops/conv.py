@@ -224,8 +224,8 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     """The target's hand-written depthwise kernel (compiler/library.py), bias and fused activation
     included, for a float NHWC layer with depth multiplier 1 whose channels make whole vectors of
     16, 8, 4 or 2 and whose indices fit in 32 bits; None where it does not apply (the generated
-    kernel: the face detector's 42 channels in pairs rather than one a work-item, 52 -> 29 us on
-    PoCL). A folded consumer (THEN) only with vectors of 4 up."""
+    kernel: the face detector's 42 channels in pairs rather than one a work-item, 52 -> 23 us in
+    the pipeline on PoCL). A folded consumer (THEN) only with vectors of 4 up."""
     p, win = node.params, g.win
     x, f, b = ins[:3]
     if (p.nchw or p.multiplier != 1 or g.cout % 2 or node.in_operand(0).type != F32
