@@ -16,7 +16,6 @@ from ..hal.types import Subgraph
 from ..ir.expr import Buffer
 from ..ir.kernel import store
 from ..ir.narrow import narrow_indices
-from ..ir.schedule import Grid
 from ..ir.storage import STORAGE_DTYPE, storage_of
 from ..ir.tensor import BufferTensor, Compute, Stored, Tensor
 from ..ops.lib.dtypes import is_tensor
@@ -82,8 +81,8 @@ class _Builder:
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]
-        grid = self.low.target.schedule.flat(size) if group is None else Grid((-(-size // group) * group,), (group,))
-        self.steps.append(TemplateStep(name, source, size, args, [self.op], grid, then_row))
+        self.steps.append(TemplateStep(name, source, size, args, [self.op], self.low.target.schedule.flat(size, group),
+                                       then_row))
         return out
 
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,

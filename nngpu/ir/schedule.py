@@ -80,11 +80,13 @@ class Schedule:
         """The launch of a kernel over `size` outputs (threads past it return at once)."""
         return self.flat(-(-size // self.per_thread))
 
-    def flat(self, threads: int) -> Grid:
-        """`threads` threads in whole groups (a hand-written kernel runs one per work item)."""
-        if self.group is None:
+    def flat(self, threads: int, group: int | None = None) -> Grid:
+        """`threads` threads in whole groups of `group`, else of the schedule's (a hand-written
+        kernel runs one per work item)."""
+        group = group or self.group
+        if group is None:
             return Grid((threads,), None)
-        return Grid((-(-threads // self.group) * self.group,), (self.group,))
+        return Grid((-(-threads // group) * group,), (group,))
 
 
 def constant_bounds(loop: Loop) -> tuple[int, int] | None:

@@ -228,11 +228,11 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     the pipeline on PoCL). A folded consumer (THEN) only with vectors of 4 up."""
     p, win = node.params, g.win
     x, f, b = ins[:3]
-    if (p.nchw or p.multiplier != 1 or g.cout % 2 or node.in_operand(0).type != F32
+    vw = channel_lanes(g.cout, narrowest=2)
+    if (p.nchw or p.multiplier != 1 or vw is None or node.in_operand(0).type != F32
             or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
-    vw = channel_lanes(g.cout) or 2
     defines: dict[str, object] = dict(VW=vw, PIX=DEPTHWISE_PIXELS, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
                                       KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
                                       PT=win.pad_top, PL=win.pad_left)

@@ -223,11 +223,11 @@ def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
     takes as many of a pixel's vectors as leave POOL_ITEMS work-items (a work-item's fixed cost
     is most of a small pool's time on PoCL); a folded consumer (THEN) only with vectors of 4 up."""
     p, src, win, oh, ow = _geometry(node)
-    if (p.nchw or src.c % 2 or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
+    vw = channel_lanes(src.c, narrowest=2)
+    if (p.nchw or vw is None or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
             or x.buffer.storage != "float" or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
             or not node.has_library("max_pool")):
         return None
-    vw = channel_lanes(src.c) or 2
     pixels, vectors = src.n * oh * ow, src.c // vw
     pv = max(d for d in range(1, vectors + 1) if vectors % d == 0 and (d == 1 or pixels * vectors // d >= POOL_ITEMS))
     defines: dict[str, object] = dict(VW=vw, PV=pv, N=src.n, H=src.h, W=src.w, C=src.c, OH=oh, OW=ow,

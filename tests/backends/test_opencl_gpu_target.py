@@ -1,7 +1,8 @@
 """The OpenCL GPU target's schedules run somewhere in CI: PoCL runs a plan lowered for a GPU
 (GEMMs tiled in local memory, B as [K, N] and transposed, with the bias-and-clamp epilogue, a
 folded consumer or A's columns scaled; the depthwise template with a folded consumer; a slice's
-statistic in a work-group; the driver's work-groups for the rest) and it matches the reference. How fast it runs on a CPU says nothing; that it is right does."""
+statistic in a work-group; the driver's work-groups for the rest) and it matches the reference.
+How fast it runs on a CPU says nothing; that it is right does."""
 from __future__ import annotations
 
 from pathlib import Path

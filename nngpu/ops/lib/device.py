@@ -49,10 +49,10 @@ def activation_bounds(code: int) -> tuple[float, float] | None:
     return _BOUNDS[code]
 
 
-def channel_lanes(channels: int) -> int | None:
-    """The widest vector of 16, 8 or 4 floats that divides `channels` (a template's VW), None if
-    none does."""
-    return next((v for v in (16, 8, 4) if channels % v == 0), None)
+def channel_lanes(channels: int, narrowest: int = 4) -> int | None:
+    """The widest vector of 16, 8, 4 (or 2, with `narrowest` 2) floats that divides `channels` (a
+    template's VW), None if none does."""
+    return next((v for v in (16, 8, 4, 2) if v >= narrowest and channels % v == 0), None)
 
 
 def activation_defines(code: int) -> dict[str, str]:
