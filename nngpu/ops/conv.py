@@ -202,9 +202,12 @@ def _float_conv(kind: str):
     def build(node: OpNode, ins: list):
         x, f, b = ins[:3]
         p, g = node.params, _geometry(node, kind)
-        if kind == "conv" and not p.nchw and node.known(1) and node.in_operand(0).type == F32 \
-                and g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= node.gemm_min_work():
-            return _conv_gemm(node, x, b, g)
+        if kind == "conv" and not p.nchw and node.known(1) and node.in_operand(0).type == F32:
+            stored = _conv_library(node, ins, g)
+            if stored is not None:
+                return stored
+            if g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= node.gemm_min_work():
+                return _conv_gemm(node, x, b, g)
         if kind == "depthwise":
             stored = _depthwise_library(node, ins, g)
             if stored is not None:
@@ -217,7 +220,7 @@ def _float_conv(kind: str):
     return build
 
 
-DEPTHWISE_PIXELS = 4   # neighbouring output pixels of a row a work-item of kernels/depthwise.cl computes
+ROW_PIXELS = 4   # neighbouring output pixels of a row a work-item of kernels/depthwise.cl or conv.cl computes
 
 
 def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
@@ -233,12 +236,38 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
             or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
-    defines: dict[str, object] = dict(VW=vw, PIX=DEPTHWISE_PIXELS, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
+    defines: dict[str, object] = dict(VW=vw, PIX=ROW_PIXELS, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
                                       KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
                                       PT=win.pad_top, PL=win.pad_left)
     defines.update(activation_defines(p.activation))
-    size = g.n * g.oh * -(-g.ow // DEPTHWISE_PIXELS) * (g.cout // vw)
+    size = g.n * g.oh * -(-g.ow // ROW_PIXELS) * (g.cout // vw)
     return Stored(node.library("depthwise", [x, f, b], size, defines, then_row=g.cout if vw >= 4 else None))
+
+
+DIRECT_MAX_CIN, DIRECT_MAX_TAPS = 4, 49   # the layers kernels/conv.cl takes: its unrolled body
+
+
+def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
+    """The target's hand-written direct convolution (compiler/library.py), bias and fused
+    activation included, for a float NHWC layer with a constant filter, up to DIRECT_MAX_CIN
+    input channels and DIRECT_MAX_TAPS taps (a stem: its GEMM's patch matrix would be as large as
+    its output), output channels in whole vectors of 16, 8 or 4, and indices that fit in 32 bits;
+    None where it does not apply (im2col and a GEMM)."""
+    p, win = node.params, g.win
+    x, _, b = ins[:3]
+    vw = channel_lanes(g.cout)
+    if (g.groups != 1 or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS or vw is None
+            or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, b))
+            or max(g.n * g.h * g.w * g.cin, g.n * g.oh * g.ow * g.cout) >= 2 ** 31 or not node.has_library("conv")):
+        return None
+    # [Cout, KH, KW, Cin] -> [KH, KW, Cin, Cout]: a tap's output channels contiguous
+    f = node.constant(np.ascontiguousarray(node.input(1).reshape(g.cout, -1).T), F32)
+    defines: dict[str, object] = dict(VW=vw, PIX=ROW_PIXELS, N=g.n, H=g.h, W=g.w, CIN=g.cin, C=g.cout,
+                                      OH=g.oh, OW=g.ow, KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w,
+                                      DH=win.dil_h, DW=win.dil_w, PT=win.pad_top, PL=win.pad_left)
+    defines.update(activation_defines(p.activation))
+    size = g.n * g.oh * -(-g.ow // ROW_PIXELS) * (g.cout // vw)
+    return Stored(node.library("conv", [x, f, b], size, defines, then_row=g.cout))
 
 
 def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute | Stored:

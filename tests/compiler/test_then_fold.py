@@ -224,3 +224,42 @@ def test_a_squeeze_excite_gemm_matches_numpy():
     x = np.random.default_rng(6).standard_normal([1, 1, 1, 240]).astype(np.float32)
     got = np.asarray(device_plan(GraphRunner(model), create("opencl")).execute([x])[0])
     np.testing.assert_allclose(got, want(x), rtol=1e-5, atol=1e-5)
+
+
+def _stem_then_hard_swish():
+    """A 3x3 stride-2 convolution of 3 channels to COUT (the direct conv template on a CPU
+    device), then a HARD_SWISH (MobileNet v3's stem): the model and its numpy answer."""
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, 3])
+    rng = np.random.default_rng(8)
+    w = (rng.standard_normal((COUT, 3, 3, 3)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(COUT).astype(np.float32)
+    ins = [x, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias),
+           *(b.constant(T.INT32, v) for v in (1, 2, 2, 0))]
+    half = HW // 2
+    y = b.op(Op.CONV_2D, ins, T.TENSOR_FLOAT32, [1, half, half, COUT])
+    b.output(b.op(Op.HARD_SWISH, [y], T.TENSOR_FLOAT32, [1, half, half, COUT]))
+
+    def want(v: np.ndarray) -> np.ndarray:
+        p = np.pad(v, [(0, 0), (0, 1), (0, 1), (0, 0)])   # SAME at stride 2 of an even size: after
+        taps = [p[:, ky:ky + HW:2, kx:kx + HW:2, :] @ w[:, ky, kx, :].T for ky in range(3) for kx in range(3)]
+        t = sum(taps) + bias
+        return t * np.clip(t + 3, 0, 6) / 6
+    return b.build(), want
+
+
+def test_the_stem_template_takes_its_consumer():
+    (step,), kernels = _steps(_stem_then_hard_swish()[0], CPU_TARGET)
+    assert isinstance(step, TemplateStep) and "FILTER(ky, kx, ic)" in step.source and not kernels
+    assert "nn_then_v16" in _then(step) and len(step.ops) == 2
+
+
+@pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+def test_the_stem_with_its_consumer_matches_numpy():
+    model, want = _stem_then_hard_swish()
+    x = np.random.default_rng(9).standard_normal([1, HW, HW, 3]).astype(np.float32)
+    backend = create("opencl")
+    folded = np.asarray(device_plan(GraphRunner(model), backend).execute([x])[0])
+    unfolded = np.asarray(device_plan(GraphRunner(model), backend, fuse=False).execute([x])[0])
+    assert folded.tobytes() == unfolded.tobytes()
+    np.testing.assert_allclose(folded, want(x), rtol=1e-5, atol=1e-5)

@@ -24,7 +24,7 @@ CASES = {
     "narrow-row": (5, 2, 8, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 0, 8),
     "wide-dilated-s2": (6, 13, 8, 3, 5, (4, 4, 1, 1), (2, 1), (3, 1), 0, 8),
     "wide-dilated-s4": (4, 25, 4, 1, 7, (0, 0, 0, 0), (4, 1), (2, 1), 0, 4),
-    # rows of several strips of DEPTHWISE_PIXELS outputs, wholly inside and past the last
+    # rows of several strips of ROW_PIXELS outputs, wholly inside and past the last
     "long-row-s1": (6, 23, 16, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 0, 16),
     "long-row-5x5-s2": (9, 30, 8, 5, 5, (2, 2, 2, 2), (2, 2), (1, 1), 1, 8),
     "long-row-unpadded": (5, 21, 4, 3, 3, (0, 0, 0, 0), (1, 1), (1, 1), 3, 4),

@@ -21,10 +21,11 @@ pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no Op
 
 # name: (N, H, W, Cin, KH, KW, Cout, pads (left, right, top, bottom), strides (w, h), dilations (w, h))
 CASES = {
-    "stem-3x3-s2": (1, 32, 32, 3, 3, 3, 16, (0, 1, 0, 1), (2, 2), (1, 1)),
+    # (a stem's 3 input channels take kernels/conv.cl instead: tests/ops/test_conv_library.py)
+    "3x3-s2-six-channels": (1, 32, 32, 6, 3, 3, 16, (0, 1, 0, 1), (2, 2), (1, 1)),
     "same-3x3-batch": (2, 12, 10, 8, 3, 3, 24, (1, 1, 1, 1), (1, 1), (1, 1)),
     "5x3-uneven-pads": (1, 14, 11, 5, 5, 3, 12, (2, 0, 1, 3), (1, 2), (1, 1)),
-    "dilated": (1, 16, 16, 4, 3, 3, 32, (2, 2, 2, 2), (1, 1), (2, 2)),
+    "dilated": (1, 16, 16, 6, 3, 3, 32, (2, 2, 2, 2), (1, 1), (2, 2)),
 }
 
 
