@@ -111,7 +111,7 @@ def cpu_gemm_row_stride(n: int) -> int:
 # pixel, weights read once) 3-4x faster (240 -> 64 channels: 15.6 -> 3.9 us in the pipeline), the
 # elementwise kernel after each folded in. (A GPU's tiled GEMM keeps 2^16: not measured on one.)
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16),
-                     {"column_sum": "column_sum.cl", "conv": "conv.cl"},
+                     {"column_sum": "column_sum.cl", "conv": "conv.cl", "squeeze_excite": "squeeze_excite.cl"},
                      gemm_row_stride=cpu_gemm_row_stride, gemm_min_work=1 << 12)
 
 

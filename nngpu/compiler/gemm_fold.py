@@ -29,7 +29,7 @@ def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliase
                        keep: set[int]) -> list[Step]:
     """`steps` with each foldable ADD kernel merged into the GEMM it reads; the GEMM outputs
     that are no longer stored leave `tensors`. `keep`: tensors read after the segment."""
-    writers, readers = _positions(steps, _writes), _positions(steps, _reads)
+    writers, readers = positions(steps, writes), positions(steps, reads)
     viewed = set(aliases.values()) | set(aliases)
     out = list(steps)
     for at, step in enumerate(steps):
@@ -40,7 +40,7 @@ def fold_residual_adds(steps: list[Step], tensors: dict[int, TensorInfo], aliase
             continue
         a, b, bounds = found
         for y, r in ((a, b), (b, a)):
-            gemm_at = _only(writers.get(y))
+            gemm_at = only_one(writers.get(y))
             if gemm_at is None or gemm_at > at or not isinstance(out[gemm_at], GemmStep):
                 continue
             gemm = out[gemm_at]
@@ -67,7 +67,7 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
     the face detector's PAD+ADD+RELU) computing that kernel as it stores (GemmStep.then, a
     template's THEN), in the kernel's place; the outputs no longer stored leave `tensors`.
     `keep`: tensors read after the segment."""
-    writers, readers = _positions(steps, _writes), _positions(steps, _reads)
+    writers, readers = positions(steps, writes), positions(steps, reads)
     viewed = set(aliases.values()) | set(aliases)
     out = list(steps)
     for at, step in enumerate(steps):
@@ -79,7 +79,7 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
         if any(isinstance(node, (Reduce, ReduceOut)) for node in walk(kernel.value)):
             continue
         for y in step.args[:-1]:
-            producer_at = _only(writers.get(y))
+            producer_at = only_one(writers.get(y))
             if producer_at is None or out[producer_at] is None or tensors.get(y) is None:
                 continue
             producer = out[producer_at]
@@ -110,7 +110,7 @@ def fold_column_scales(steps: list[Step], tensors: dict[int, TensorInfo], aliase
     GEMM: it reads x and multiplies each element by s[k] as it loads it (GemmStep.scale_a, the
     same product), and the product is never stored. After the other folds: s joins the GEMM's
     arguments last before C."""
-    readers = _positions(steps, _reads)
+    readers = positions(steps, reads)
     viewed = set(aliases.values()) | set(aliases)
     out = list(steps)
     for at, step in enumerate(steps):
@@ -118,7 +118,7 @@ def fold_column_scales(steps: list[Step], tensors: dict[int, TensorInfo], aliase
         if found is None:
             continue
         y = step.args[-1]
-        gemm_at = _only(readers.get(y))
+        gemm_at = only_one(readers.get(y))
         if gemm_at is None or y in keep or y in viewed or not isinstance(out[gemm_at], GemmStep):
             continue
         x, gate, period = found
@@ -158,8 +158,8 @@ def _then_row(step: Step) -> int | None:
     return None
 
 
-def _positions(steps: list[Step], uses: Callable[[Step], list[int]]) -> dict[int, list[int]]:
-    """Each tensor's steps (by position) among those that `uses` (_reads, _writes) names it for."""
+def positions(steps: list[Step], uses: Callable[[Step], list[int]]) -> dict[int, list[int]]:
+    """Each tensor's steps (by position) among those that `uses` (reads, writes) names it for."""
     at: dict[int, list[int]] = {}
     for k, step in enumerate(steps):
         for t in uses(step):
@@ -167,11 +167,13 @@ def _positions(steps: list[Step], uses: Callable[[Step], list[int]]) -> dict[int
     return at
 
 
-def _only(at: list[int] | None) -> int | None:
+def only_one(at: list[int] | None) -> int | None:
+    """The one position of a tensor's uses; None for none or several."""
     return at[0] if at is not None and len(at) == 1 else None
 
 
-def _reads(step: Step) -> list[int]:
+def reads(step: Step) -> list[int]:
+    """The tensors a step reads."""
     if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
         return step.args[:-1]
     if isinstance(step, Transfer):
@@ -180,7 +182,8 @@ def _reads(step: Step) -> list[int]:
     return step.inputs
 
 
-def _writes(step: Step) -> list[int]:
+def writes(step: Step) -> list[int]:
+    """The tensors a step writes."""
     if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
         return step.args[-1:]
     if isinstance(step, Transfer):

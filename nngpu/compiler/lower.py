@@ -28,6 +28,7 @@ from .gemm_fold import fold_column_scales, fold_elementwise_consumers, fold_resi
 from .infer import Inference, infer, initial_known
 from .library import has_template, specialise
 from .memory_plan import plan_slots
+from .squeeze_excite import fold_squeeze_excite
 from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
                     Transfer)
 from .target import Target
@@ -82,7 +83,7 @@ class _Builder:
         source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]
         self.steps.append(TemplateStep(name, source, size, args, [self.op], self.low.target.schedule.flat(size, group),
-                                       then_row))
+                                       then_row, kind, defines))
         return out
 
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,
@@ -307,6 +308,7 @@ class _Emitter:
             self.steps = fold_residual_adds(self.steps, self.tensors, self.aliases, needed)
             self.steps = fold_elementwise_consumers(self.steps, self.tensors, self.aliases, needed, self.low.target)
             self.steps = fold_column_scales(self.steps, self.tensors, self.aliases, needed)
+            self.steps = fold_squeeze_excite(self.steps, self.tensors, self.aliases, needed, self.low.target)
             known.on_device -= stored - set(self.tensors)   # GEMM outputs an ADD took over
         spec = SegmentSpec(self.low.start, self.low.target, self.steps, self.tensors, self.constants,
                            self.aliases, stop=stop, known=known, device_ops=len(self.device_ops),

@@ -117,6 +117,8 @@ class TemplateStep:
     # a template that calls a folded elementwise kernel as it stores (#define THEN, its function
     # first: compiler/gemm_fold.py) on vectors within rows of this many elements; None: one that cannot
     then_row: int | None = None
+    kind: str = ""              # the template (Target.templates), and the #defines it was specialised by
+    defines: dict[str, object] = field(default_factory=dict)
 
     @property
     def tensors(self) -> list[int]:

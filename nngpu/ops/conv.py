@@ -206,7 +206,10 @@ def _float_conv(kind: str):
             stored = _conv_library(node, ins, g)
             if stored is not None:
                 return stored
-            if g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= node.gemm_min_work():
+            # one output pixel: a GEMM of one row, whatever its size, on a target that folds a
+            # squeeze-and-excite head's into one kernel (compiler/squeeze_excite.py)
+            if (g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin >= node.gemm_min_work()
+                    or g.n * g.oh * g.ow == 1 and node.has_library("squeeze_excite")):
                 return _conv_gemm(node, x, b, g)
         if kind == "depthwise":
             stored = _depthwise_library(node, ins, g)
@@ -251,12 +254,13 @@ def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     """The target's hand-written direct convolution (compiler/library.py), bias and fused
     activation included, for a float NHWC layer with a constant filter, up to DIRECT_MAX_CIN
     input channels and DIRECT_MAX_TAPS taps (a stem: its GEMM's patch matrix would be as large as
-    its output), output channels in whole vectors of 16, 8 or 4, and indices that fit in 32 bits;
-    None where it does not apply (im2col and a GEMM)."""
+    its output), output channels in whole vectors of 16, 8 or 4, a strip of output pixels to
+    share each filter vector, and indices that fit in 32 bits; None where it does not apply
+    (im2col and a GEMM, or the generated kernel)."""
     p, win = node.params, g.win
     x, _, b = ins[:3]
     vw = channel_lanes(g.cout)
-    if (g.groups != 1 or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS or vw is None
+    if (g.groups != 1 or g.oh * g.ow < ROW_PIXELS or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS or vw is None
             or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, b))
             or max(g.n * g.h * g.w * g.cin, g.n * g.oh * g.ow * g.cout) >= 2 ** 31 or not node.has_library("conv")):
         return None

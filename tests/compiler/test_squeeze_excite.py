@@ -1,0 +1,120 @@
+"""compiler/squeeze_excite.py: a squeeze-and-excite head (a MEAN over the pixels, one or two 1x1
+convolutions of the pooled pixel) is one kernel on a CPU device (kernels/squeeze_excite.cl):
+MobileNet v3's (RELU, then a hard sigmoid as a MUL folded into the second layer) and
+EfficientNet's (a swish folded into the first layer, which ends the chain); nothing folds where
+a value between them is read elsewhere, where a layer is too large for one thread, or on a GPU.
+On the OpenCL device here the folded head gives numpy's answer and the unfolded plan's, an
+infinite input included."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nngpu.backends import create, device_backends
+from nngpu.backends.opencl import CPU_TARGET, TARGET as OPENCL
+from nngpu.compiler.lower import device_plan, lower_model
+from nngpu.compiler.squeeze_excite import MOST_WEIGHTS
+from nngpu.compiler.steps import GemmStep, KernelStep, TemplateStep
+from nngpu.hal import OperationType as Op
+from nngpu.runtime.interpreter import GraphRunner
+
+from .model_builder import ModelBuilder, T
+
+HW, C = 7, 48
+
+
+def _conv1x1(b: ModelBuilder, x: int, cin: int, cout: int, act: int, seed: int):
+    """A 1x1 convolution of the pooled pixel: its output and its numpy function."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((cout, 1, 1, cin)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32)
+    ins = [x, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias),
+           *(b.constant(T.INT32, v) for v in (2, 1, 1, act))]
+    y = b.op(Op.CONV_2D, ins, T.TENSOR_FLOAT32, [1, 1, 1, cout])
+    clamp = {0: (-np.inf, np.inf), 1: (0, np.inf), 3: (0, 6)}[act]
+    return y, lambda v: np.clip(v @ w.reshape(cout, cin).T + bias, *clamp)
+
+
+def head(kind: str, hidden: int = 12, mean_is_output: bool = False):
+    """x [1, HW, HW, C] -> MEAN -> the head's layers: the model and its numpy answer.
+    mobilenet: CONV(RELU) -> CONV(+3 in the bias, RELU6) -> MUL(1/6); efficientnet:
+    CONV -> swish (LOGISTIC, MUL) -> CONV -> LOGISTIC."""
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, C])
+    pooled = b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32,
+                  [1, 1, 1, C])
+    shape = [1, 1, 1, C]
+    if kind == "mobilenet":
+        h, first = _conv1x1(b, pooled, C, hidden, 1, 1)
+        g, second = _conv1x1(b, h, hidden, C, 3, 2)
+        out = b.op(Op.MUL, [g, b.constant(T.TENSOR_FLOAT32, [1 / 6]), b.constant(T.INT32, 0)], T.TENSOR_FLOAT32,
+                   shape)
+
+        def layers(v):
+            return second(first(v)) * np.float32(1 / 6)
+    else:
+        h, first = _conv1x1(b, pooled, C, hidden, 0, 3)
+        gate = b.op(Op.LOGISTIC, [h], T.TENSOR_FLOAT32, [1, 1, 1, hidden])
+        swish = b.op(Op.MUL, [h, gate, b.constant(T.INT32, 0)], T.TENSOR_FLOAT32, [1, 1, 1, hidden])
+        g, second = _conv1x1(b, swish, hidden, C, 0, 4)
+        out = b.op(Op.LOGISTIC, [g], T.TENSOR_FLOAT32, shape)
+
+        def layers(v):
+            t = first(v)
+            return 1 / (1 + np.exp(-second(t / (1 + np.exp(-t)))))
+    b.output(out)
+    if mean_is_output:
+        b.output(pooled)
+
+    def want(v: np.ndarray) -> np.ndarray:
+        return layers(v.astype(np.float64).mean(axis=(1, 2))).reshape(shape)
+    return b.build(), want
+
+
+def _steps(model, target=CPU_TARGET):
+    return lower_model(GraphRunner(model), target).steps
+
+
+def _heads(steps) -> list[TemplateStep]:
+    return [s for s in steps if isinstance(s, TemplateStep) and s.kind == "squeeze_excite"]
+
+
+def test_mobilenets_head_is_one_kernel():
+    model, _ = head("mobilenet")
+    steps = _steps(model)
+    (one,) = _heads(steps)
+    assert not [s for s in steps if isinstance(s, (GemmStep, KernelStep))]
+    assert len(one.ops) == 4 and one.defines["N1"] == 12 and one.defines["N2"] == C and "nn_then" in one.source
+    assert one.args[0] == model.main.inputIndexes[0] and one.args[-1] == model.main.outputIndexes[0]
+
+
+def test_efficientnets_chain_ends_at_the_swish():
+    model, _ = head("efficientnet")
+    steps = _steps(model)
+    (one,) = _heads(steps)
+    assert "N2" not in one.defines and len(one.ops) == 4   # MEAN, CONV_2D, LOGISTIC, MUL
+    (second,) = [s for s in steps if isinstance(s, GemmStep)]
+    assert second.args[0] == one.args[-1] and second.then
+
+
+def test_nothing_folds_where_the_mean_is_read_elsewhere_a_layer_is_large_or_on_a_gpu():
+    assert not _heads(_steps(head("mobilenet", mean_is_output=True)[0]))
+    large = MOST_WEIGHTS // C + 1
+    assert not _heads(_steps(head("efficientnet", hidden=large)[0]))
+    assert not _heads(_steps(head("mobilenet")[0], OPENCL))
+
+
+@pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+@pytest.mark.parametrize("kind", ["mobilenet", "efficientnet"])
+@pytest.mark.parametrize("infinite", [False, True], ids=["finite", "an-infinity"])
+def test_the_head_gives_numpys_and_the_unfolded_plans_answer(kind, infinite):
+    model, want = head(kind)
+    x = np.random.default_rng(5).standard_normal([1, HW, HW, C]).astype(np.float32)
+    if infinite:
+        x[0, 3, 4, 5] = np.inf
+    backend = create("opencl")
+    folded = np.asarray(device_plan(GraphRunner(model), backend).execute([x])[0])
+    unfolded = np.asarray(device_plan(GraphRunner(model), backend, fuse=False).execute([x])[0])
+    np.testing.assert_allclose(folded, unfolded, rtol=1e-5, atol=1e-6)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_allclose(folded, want(x), rtol=1e-5, atol=1e-6)
