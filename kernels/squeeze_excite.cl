@@ -6,12 +6,14 @@
 // a few microseconds of work after a few of waiting for the one before.
 // One work-group does it all, its stages separated by barriers, the values between them in local
 // memory (a CPU device runs a work-group on one thread: the work is small, the launches were not).
-// The mean is column_sum.cl's, lane for lane: each column's compensated (Kahan) sum in the same
-// operations and order (a correction that is not finite dropped, as there), divided by COUNT.
+// The mean is column_sum.cl's compensated (Kahan) sum, divided by COUNT: with RV = 1 lane for
+// lane, each column's sum in the same operations and order; with RV > 1 (few columns: one chain
+// took 22 us for MobileNet v3's 3136 rows of 16) rows r, r + RV, ... in chain r % RV, whose sums
+// (each less its correction) the first then adds in the same way.
 // Each layer's output j is the dot product of its input with row j of its weights [N, K] (the
-// model's own layout), in vectors of KV along K, then the bias, then the clamp.
+// model's own layout), in vectors along K (MV, HV), then the bias, then the clamp.
 // The compiler specialises it per use with #defines before this text: NAME, GROUP (the
-// work-group), R, C, MV (4, 8 or 16, which divides C), CV (MV * CV divides C), COUNT (a float literal) for a MEAN, N1,
+// work-group), R, C, MV (4, 8 or 16, which divides C), CV (MV * CV divides C), RV, COUNT (a float literal) for a MEAN, N1,
 // LO1 / HI1 (its clamp), and for a second layer N2, LO2 / HI2 and HV (4, 8 or 16, which divides
 // N1); THEN_ROW, the last layer's N. With THEN, the last layer's values go through nn_then, defined
 // before this text, its other buffers before `out` (THEN_PARAMS). Launch: global = local = GROUP.
@@ -19,14 +21,46 @@
 #include "then.h"
 #define UNROLL _Pragma("unroll")
 
-// row j of w [N, K] times v [K] (local memory), in vectors of KV, plus bias[j], clamped
-#define LAYER(v, w, bias, j, K, KV, LO, HI, result) do { \
-        VEC(KV) s_ = (VEC(KV))(0.0f); \
-        for (int k_ = 0; k_ < (K); k_ += (KV)) s_ += VLOAD(KV)(0, (v) + k_) * VLOAD(KV)(0, (w) + (j) * (K) + k_); \
-        float t_ = 0.0f; \
-        UNROLL for (int l_ = 0; l_ < (KV); ++l_) t_ += s_[l_]; \
-        t_ += (bias)[j]; \
-        result = t_ < (LO) ? (LO) : (t_ > (HI) ? (HI) : t_); \
+#define HSUM4(s) dot((s), (float4)(1.0f))
+#define HSUM8(s) HSUM4((s).lo + (s).hi)
+#define HSUM16(s) HSUM8((s).lo + (s).hi)
+#define HSUM_(n, s) HSUM##n(s)
+#define HSUM(n, s) HSUM_(n, s)   // the sum of a vector's n lanes
+// Outputs j .. j + 3 of a layer (those below N; the rest repeat row N - 1): rows of w [N, K]
+// times v [K] in vectors of n, four chains of dependent adds side by side (one alone leaves the
+// core waiting on each add), then the bias and the clamp.
+#define LAYER_DEF(n) \
+inline float4 layer##n(__local const float* v, __global const float* restrict w, __global const float* restrict bias, \
+                       const int j, const int N, const int K, const float lo, const float hi) { \
+    VEC(n) s[4]; \
+    const __global float* row[4]; \
+    UNROLL for (int o = 0; o < 4; ++o) { \
+        s[o] = (VEC(n))(0.0f); \
+        row[o] = w + min(j + o, N - 1) * K; \
+    } \
+    for (int k = 0; k < K; k += n) { \
+        const VEC(n) a = VLOAD(n)(0, v + k); \
+        UNROLL for (int o = 0; o < 4; ++o) s[o] = fma(a, VLOAD(n)(0, row[o] + k), s[o]); \
+    } \
+    float4 t = (float4)(HSUM(n, s[0]), HSUM(n, s[1]), HSUM(n, s[2]), HSUM(n, s[3])) \
+        + (float4)(bias[j], bias[min(j + 1, N - 1)], bias[min(j + 2, N - 1)], bias[min(j + 3, N - 1)]); \
+    t = select(t, (float4)(lo), t < (float4)(lo)); \
+    return select(t, (float4)(hi), t > (float4)(hi)); \
+}
+LAYER_DEF(4)
+LAYER_DEF(8)
+LAYER_DEF(16)
+#define LAYER_(n) layer##n
+#define LAYER(n) LAYER_(n)
+
+// one step of a compensated sum; a correction that is not finite is dropped (past an inf: keep
+// it, not NaN)
+#define KAHAN(acc, comp, value) do { \
+        const VEC(MV) y_ = (value) - (comp); \
+        const VEC(MV) s_ = (acc) + y_; \
+        comp = (s_ - (acc)) - y_; \
+        comp = select((VEC(MV))(0.0f), comp, isfinite(comp)); \
+        acc = s_; \
     } while (0)
 
 #ifdef THEN
@@ -46,44 +80,44 @@ void NAME(__global const float* restrict x, __global const float* restrict w1, _
     __local float hidden[N1];
 #endif
     const int l = get_local_id(0);
-    // CV vectors of MV columns a work-item, their chains of dependent adds interleaved
+    // CV vectors of MV columns a work-item, each over RV interleaved sets of rows: CV * RV chains
+    // of dependent adds side by side
     for (int c = l * (MV * CV); c < C; c += GROUP * (MV * CV)) {
-        VEC(MV) acc[CV], comp[CV];
-        UNROLL for (int v = 0; v < CV; ++v) acc[v] = comp[v] = (VEC(MV))(0.0f);
-        for (int r = 0; r < R; ++r) {
-            UNROLL for (int v = 0; v < CV; ++v) {
-                const VEC(MV) y = VLOAD(MV)(0, x + r * C + c + v * MV) - comp[v];
-                const VEC(MV) s = acc[v] + y;
-                comp[v] = (s - acc[v]) - y;
-                comp[v] = select((VEC(MV))(0.0f), comp[v], isfinite(comp[v]));   // past an inf: keep it, not NaN
-                acc[v] = s;
-            }
-        }
+        VEC(MV) acc[CV][RV], comp[CV][RV];
+        UNROLL for (int v = 0; v < CV; ++v)
+            UNROLL for (int i = 0; i < RV; ++i) acc[v][i] = comp[v][i] = (VEC(MV))(0.0f);
+        int r = 0;
+        for (; r + RV <= R; r += RV)
+            UNROLL for (int i = 0; i < RV; ++i)
+                UNROLL for (int v = 0; v < CV; ++v)
+                    KAHAN(acc[v][i], comp[v][i], VLOAD(MV)(0, x + (r + i) * C + c + v * MV));
+        for (; r < R; ++r)
+            UNROLL for (int v = 0; v < CV; ++v) KAHAN(acc[v][0], comp[v][0], VLOAD(MV)(0, x + r * C + c + v * MV));
         UNROLL for (int v = 0; v < CV; ++v) {
+            UNROLL for (int i = 1; i < RV; ++i) KAHAN(acc[v][0], comp[v][0], acc[v][i] - comp[v][i]);
 #ifdef COUNT
-            acc[v] = acc[v] / COUNT;
+            acc[v][0] = acc[v][0] / COUNT;
 #endif
-            VSTORE(MV)(acc[v], 0, mean + c + v * MV);
+            VSTORE(MV)(acc[v][0], 0, mean + c + v * MV);
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #ifdef N2
-    for (int j = l; j < N1; j += GROUP) {
-        float v;
-        LAYER(mean, w1, b1, j, C, MV, LO1, HI1, v);
-        hidden[j] = v;
+    for (int j = l * 4; j < N1; j += GROUP * 4) {
+        float t[4];
+        vstore4(LAYER(MV)(mean, w1, b1, j, N1, C, LO1, HI1), 0, t);
+        for (int o = 0; o < 4 && j + o < N1; ++o) hidden[j + o] = t[o];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int j = l; j < N2; j += GROUP) {
-        float v;
-        LAYER(hidden, w2, b2, j, N1, HV, LO2, HI2, v);
-        STORE(v, j);
-    }
+#define LAST LAYER(HV)(hidden, w2, b2, j, N2, N1, LO2, HI2)
+#define LAST_N N2
 #else
-    for (int j = l; j < N1; j += GROUP) {
-        float v;
-        LAYER(mean, w1, b1, j, C, MV, LO1, HI1, v);
-        STORE(v, j);
-    }
+#define LAST LAYER(MV)(mean, w1, b1, j, N1, C, LO1, HI1)
+#define LAST_N N1
 #endif
+    for (int j = l * 4; j < LAST_N; j += GROUP * 4) {
+        float t[4];
+        vstore4(LAST, 0, t);
+        for (int o = 0; o < 4 && j + o < LAST_N; ++o) STORE(t[o], j + o);
+    }
 }

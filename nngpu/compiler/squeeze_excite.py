@@ -18,7 +18,7 @@ from .steps import GemmStep, Step, TemplateStep, TensorInfo
 from .target import Target
 
 GROUP = 64        # the work-items of the kernel's one work-group
-MOST_CHAINS = 8   # vectors of a mean a work-item sums side by side (as column_sum.cl)
+MOST_CHAINS = 8   # sums of a mean a work-item keeps side by side (CV vectors of RV sets of rows)
 # the largest layer it takes, in weights: one thread reads them (MobileNet v3's largest
 # squeeze-and-excite layer has 576 x 144; its classifier's 576 x 1024 stays a GEMM)
 MOST_WEIGHTS = 1 << 17
@@ -70,8 +70,8 @@ def _one_row_layer(step: Step | None, a: int, k: int) -> bool:
 def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> TemplateStep:
     c = int(mean.defines["C"])
     mv = channel_lanes(c)
-    defines: dict[str, object] = dict(GROUP=GROUP, R=mean.defines["R"], C=c, MV=mv,
-                                      CV=max(d for d in range(1, MOST_CHAINS + 1) if (c // mv) % d == 0))
+    cv = max(d for d in range(1, MOST_CHAINS + 1) if (c // mv) % d == 0)
+    defines: dict[str, object] = dict(GROUP=GROUP, R=mean.defines["R"], C=c, MV=mv, CV=cv, RV=MOST_CHAINS // cv)
     if "COUNT" in mean.defines:
         defines["COUNT"] = mean.defines["COUNT"]
     args = [mean.args[0]]

@@ -35,28 +35,28 @@ def _conv1x1(b: ModelBuilder, x: int, cin: int, cout: int, act: int, seed: int):
     return y, lambda v: np.clip(v @ w.reshape(cout, cin).T + bias, *clamp)
 
 
-def head(kind: str, hidden: int = 12, mean_is_output: bool = False):
-    """x [1, HW, HW, C] -> MEAN -> the head's layers: the model and its numpy answer.
+def head(kind: str, hidden: int = 12, mean_is_output: bool = False, c: int = C):
+    """x [1, HW, HW, c] -> MEAN -> the head's layers: the model and its numpy answer.
     mobilenet: CONV(RELU) -> CONV(+3 in the bias, RELU6) -> MUL(1/6); efficientnet:
     CONV -> swish (LOGISTIC, MUL) -> CONV -> LOGISTIC."""
     b = ModelBuilder()
-    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, C])
+    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, c])
     pooled = b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32,
-                  [1, 1, 1, C])
-    shape = [1, 1, 1, C]
+                  [1, 1, 1, c])
+    shape = [1, 1, 1, c]
     if kind == "mobilenet":
-        h, first = _conv1x1(b, pooled, C, hidden, 1, 1)
-        g, second = _conv1x1(b, h, hidden, C, 3, 2)
+        h, first = _conv1x1(b, pooled, c, hidden, 1, 1)
+        g, second = _conv1x1(b, h, hidden, c, 3, 2)
         out = b.op(Op.MUL, [g, b.constant(T.TENSOR_FLOAT32, [1 / 6]), b.constant(T.INT32, 0)], T.TENSOR_FLOAT32,
                    shape)
 
         def layers(v):
             return second(first(v)) * np.float32(1 / 6)
     else:
-        h, first = _conv1x1(b, pooled, C, hidden, 0, 3)
+        h, first = _conv1x1(b, pooled, c, hidden, 0, 3)
         gate = b.op(Op.LOGISTIC, [h], T.TENSOR_FLOAT32, [1, 1, 1, hidden])
         swish = b.op(Op.MUL, [h, gate, b.constant(T.INT32, 0)], T.TENSOR_FLOAT32, [1, 1, 1, hidden])
-        g, second = _conv1x1(b, swish, hidden, C, 0, 4)
+        g, second = _conv1x1(b, swish, hidden, c, 0, 4)
         out = b.op(Op.LOGISTIC, [g], T.TENSOR_FLOAT32, shape)
 
         def layers(v):
@@ -107,9 +107,12 @@ def test_nothing_folds_where_the_mean_is_read_elsewhere_a_layer_is_large_or_on_a
 @pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 @pytest.mark.parametrize("kind", ["mobilenet", "efficientnet"])
 @pytest.mark.parametrize("infinite", [False, True], ids=["finite", "an-infinity"])
-def test_the_head_gives_numpys_and_the_unfolded_plans_answer(kind, infinite):
-    model, want = head(kind)
-    x = np.random.default_rng(5).standard_normal([1, HW, HW, C]).astype(np.float32)
+@pytest.mark.parametrize("c", [16, C, 128])   # the mean's rows in 8, 2 and 1 sets (RV): 49 rows, a tail past 48
+def test_the_head_gives_numpys_and_the_unfolded_plans_answer(kind, infinite, c):
+    model, want = head(kind, hidden=12 if kind == "mobilenet" else 10, c=c)   # 10: a last block of 2 outputs
+    (one,) = _heads(_steps(model))
+    assert one.defines["RV"] == {16: 8, C: 2, 128: 1}[c]
+    x = np.random.default_rng(5).standard_normal([1, HW, HW, c]).astype(np.float32)
     if infinite:
         x[0, 3, 4, 5] = np.inf
     backend = create("opencl")

@@ -31,7 +31,9 @@ class Served:
     def __init__(self, socket_path: Path | None, *args: str, env: dict | None = None, wait: bool = True,
                  preexec_fn=None):
         self.path = socket_path
-        self._log = tempfile.TemporaryFile()
+        # appended to: the child shares the file's offset, which stderr()'s seek would move under
+        # its writes (a banner written over at offset 0 once kept a test waiting to its timeout)
+        self._log = tempfile.TemporaryFile(mode="a+b")
         backend = [] if "--device" in args else ["--backend", "numpy"]
         cmd = [sys.executable, "-m", "nngpu", "serve", *backend, *args]
         if socket_path is not None:
