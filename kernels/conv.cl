@@ -18,27 +18,17 @@
 // at lowering).
 #include "vectors.h"
 #include "then.h"
-#define GROUPS (C / VW)
-#define STRIPS ((OW + PIX - 1) / PIX)
-#define UNROLL _Pragma("unroll")
+#include "row_strips.h"
 // the filter's vector of tap (ky, kx, ic)
 #define FILTER(ky, kx, ic) VLOAD(VW)(0, w + (((ky) * KW + (kx)) * CIN + (ic)) * C + c)
 
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,
                    __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
-    const int g = get_global_id(0);
-    if (g >= N * OH * STRIPS * GROUPS) return;
-    const int c = (g % GROUPS) * VW;
-    const int s = g / GROUPS;
-    const int ox0 = (s % STRIPS) * PIX, oy = (s / STRIPS) % OH, n = s / (STRIPS * OH);
-    const int iy0 = oy * SH - PT, ix0 = ox0 * SW - PL;
-    const VEC(VW) b = VLOAD(VW)(0, bias + c);
+    STRIP_START;
     VEC(VW) acc[PIX];
-    UNROLL for (int p = 0; p < PIX; ++p) acc[p] = b;
-    if (ox0 + PIX <= OW && iy0 >= 0 && iy0 + (KH - 1) * DH < H && ix0 >= 0
-            && ix0 + (PIX - 1) * SW + (KW - 1) * DW < W) {
-        // the strip's first window's first tap
-        const __global float* origin = x + ((n * H + iy0) * W + ix0) * CIN;
+    STRIP_BIAS(acc);
+    if (STRIP_INSIDE) {
+        const __global float* origin = x + ((n * H + iy0) * W + ix0) * CIN;   // its first window's first tap
         UNROLL for (int ky = 0; ky < KH; ++ky)
             UNROLL for (int kx = 0; kx < KW; ++kx)
                 UNROLL for (int ic = 0; ic < CIN; ++ic) {
@@ -60,16 +50,5 @@ __kernel void NAME(__global const float* restrict x, __global const float* restr
                 }
         }
     }
-    UNROLL for (int p = 0; p < PIX; ++p) {
-        const int pixel = (n * OH + oy) * OW + ox0 + p;
-        VEC(VW) v = acc[p];
-#ifdef LO
-        v = select(v, (VEC(VW))(LO), (IVEC(VW))(v < (VEC(VW))(LO)));
-        v = select(v, (VEC(VW))(HI), (IVEC(VW))(v > (VEC(VW))(HI)));
-#endif
-#ifdef THEN
-        if (ox0 + p < OW) v = THEN_VEC(VW, v, pixel, c);   // rows of C: the pixel, the channel
-#endif
-        if (ox0 + p < OW) VSTORE(VW)(v, 0, out + pixel * C + c);
-    }
+    STORE_STRIP(acc);
 }

@@ -13,6 +13,7 @@
 // 32 bits (checked at lowering).
 #include "vectors.h"
 #include "then.h"
+#include "activation.h"
 #define ITEMS (C / (VW * PV))   // work-items a pixel
 #define UNROLL _Pragma("unroll")
 
@@ -36,10 +37,7 @@ __kernel void NAME(__global const float* restrict x THEN_PARAMS, __global float*
                 acc = select(acc, t, isnan(t) | (t > acc));
             }
         }
-#ifdef LO
-        acc = select(acc, (VEC(VW))(LO), (IVEC(VW))(acc < (VEC(VW))(LO)));
-        acc = select(acc, (VEC(VW))(HI), (IVEC(VW))(acc > (VEC(VW))(HI)));
-#endif
+        CLAMP_ACTIVATION(VW, acc);
 #ifdef THEN
         acc = THEN_VEC(VW, acc, pixel, c);   // rows of C: the pixel, the channel
 #endif
