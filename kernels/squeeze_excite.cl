@@ -1,7 +1,7 @@
 // A squeeze-and-excite head in one launch, for the OpenCL backend's CPU devices: the float MEAN
 // of an [R, C] input over its R rows (a global average pool), then one or two fully connected
-// layers of one row (1x1 convolutions of one pixel) on it, each storing clamp(sum + bias), the
-// last through a folded elementwise kernel (THEN) where there is one. As three launches
+// layers of one row (1x1 convolutions of one pixel) on it, each storing clamp(sum + bias), each
+// through a folded elementwise kernel where there is one. As three launches
 // (kernels/column_sum.cl, two GEMMs) MobileNet v3's nine heads were 27 of its 68 launches, each
 // a few microseconds of work after a few of waiting for the one before.
 // One work-group does it all, its stages separated by barriers, the values between them in local
@@ -12,11 +12,13 @@
 // (each less its correction) the first then adds in the same way.
 // Each layer's output j is the dot product of its input with row j of its weights [N, K] (the
 // model's own layout), in vectors along K (MV, HV), then the bias, then the clamp.
-// The compiler specialises it per use with #defines before this text: NAME, GROUP (the
-// work-group), R, C, MV (4, 8 or 16, which divides C), CV (MV * CV divides C), RV, COUNT (a float literal) for a MEAN, N1,
-// LO1 / HI1 (its clamp), and for a second layer N2, LO2 / HI2 and HV (4, 8 or 16, which divides
-// N1); THEN_ROW, the last layer's N. With THEN, the last layer's values go through nn_then, defined
-// before this text, its other buffers before `out` (THEN_PARAMS). Launch: global = local = GROUP.
+// The compiler specialises it per use with #defines before this text: NAME, GROUP (the work-group),
+// R, C, MV (4, 8 or 16, which divides C), CV (MV * CV divides C), RV, COUNT (a float literal) for a
+// MEAN, N1, LO1 / HI1 (its clamp), and for a second layer N2, LO2 / HI2 and HV (4, 8 or 16, which
+// divides N1, else 1: scalars); THEN_ROW, the last layer's N. With THEN, the last layer's values go
+// through nn_then, and with FIRST the first's, before a second, through nn_first, both defined
+// before this text, their other buffers after their layer's bias (FIRST_PARAMS, THEN_PARAMS).
+// Launch: global = local = GROUP.
 #include "vectors.h"
 #include "then.h"
 #define UNROLL _Pragma("unroll")
@@ -50,6 +52,17 @@ inline float4 layer##n(__local const float* v, __global const float* restrict w,
 LAYER_DEF(4)
 LAYER_DEF(8)
 LAYER_DEF(16)
+// the same in scalars, for a K that 4 does not divide (EfficientNet's 96 -> 4 -> 96)
+inline float4 layer1(__local const float* v, __global const float* restrict w, __global const float* restrict bias,
+                     const int j, const int N, const int K, const float lo, const float hi) {
+    const __global float* row[4];
+    UNROLL for (int o = 0; o < 4; ++o) row[o] = w + min(j + o, N - 1) * K;
+    float4 t = (float4)(0.0f);
+    for (int k = 0; k < K; ++k) t = fma((float4)(v[k]), (float4)(row[0][k], row[1][k], row[2][k], row[3][k]), t);
+    t += (float4)(bias[j], bias[min(j + 1, N - 1)], bias[min(j + 2, N - 1)], bias[min(j + 3, N - 1)]);
+    t = select(t, (float4)(lo), t < (float4)(lo));
+    return select(t, (float4)(hi), t > (float4)(hi));
+}
 #define LAYER_(n) layer##n
 #define LAYER(n) LAYER_(n)
 
@@ -63,6 +76,12 @@ LAYER_DEF(16)
         acc = s_; \
     } while (0)
 
+#ifdef FIRST
+#define FIRST_AT(y, c) nn_first(y, c, 0, c FIRST_ARGS)
+#else
+#define FIRST_PARAMS
+#define FIRST_AT(y, c) (y)
+#endif
 #ifdef THEN
 #define STORE(v, j) out[j] = THEN_AT(v, 0, j)
 #else
@@ -71,6 +90,7 @@ LAYER_DEF(16)
 
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
 void NAME(__global const float* restrict x, __global const float* restrict w1, __global const float* restrict b1
+          FIRST_PARAMS
 #ifdef N2
           , __global const float* restrict w2, __global const float* restrict b2
 #endif
@@ -106,7 +126,7 @@ void NAME(__global const float* restrict x, __global const float* restrict w1, _
     for (int j = l * 4; j < N1; j += GROUP * 4) {
         float t[4];
         vstore4(LAYER(MV)(mean, w1, b1, j, N1, C, LO1, HI1), 0, t);
-        for (int o = 0; o < 4 && j + o < N1; ++o) hidden[j + o] = t[o];
+        for (int o = 0; o < 4 && j + o < N1; ++o) hidden[j + o] = FIRST_AT(t[o], j + o);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #define LAST LAYER(HV)(hidden, w2, b2, j, N2, N1, LO2, HI2)

@@ -95,7 +95,8 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
             args = [*producer.args[:-1], *others, step.args[-1]]
             ops = sorted(producer.ops + step.ops)
             # at the kernel's place: the producer's inputs, written once and before it, are still there
-            out[at] = (replace(producer, args=args, then=then, ops=ops) if isinstance(producer, GemmStep) else
+            out[at] = (replace(producer, args=args, then=then, folded=(kernel, y), ops=ops)
+                       if isinstance(producer, GemmStep) else
                        replace(producer, args=args, source=then + producer.source, ops=ops, then_row=None))
             out[producer_at] = None
             del tensors[y]

@@ -35,23 +35,34 @@ def render_then(r: CStyleRenderer, kernel: Kernel, key: int, row: int, vectors: 
     THEN_PARAMS and THEN_ARGS (the other buffers, each with a leading comma), the preludes and
     helpers it uses, `nn_then` and, with `vectors`, `nn_then_v4`, `_v8` and `_v16`. `row`: the
     length of the rows the caller stores vectors within."""
+    head, body = then_source(r, kernel, key, row, vectors)
+    return "\n".join([*head, *body]) + "\n"
+
+
+def then_source(r: CStyleRenderer, kernel: Kernel, key: int, row: int, vectors: bool,
+                macro: str = "THEN") -> tuple[list[str], list[str]]:
+    """render_then's source as (the preludes and helpers, one an item, so that a unit calling two
+    folded kernels holds each once; the rest). Another `macro` than THEN names the #defines so
+    (FIRST: FIRST, FIRST_PARAMS, FIRST_ARGS), the functions nn_first, nn_first_v4, ... and the
+    other buffers first_in0, ...: a second folded kernel beside THEN's (compiler/squeeze_excite.py)."""
+    name, param = ("nn_then", "in") if macro == "THEN" else (f"nn_{macro.lower()}", f"{macro.lower()}_in")
     in_rows = _in_rows(kernel, row)
-    scalar = _ScalarThen(r, in_rows, key)
-    text = scalar.function()
+    scalar = _ScalarThen(r, in_rows, key, name, param)
     head = [*r.prelude(scalar.storages), *r.render_helpers(scalar.helpers)]
     params = "".join(f", {p}" for p in scalar.signature)
     args = "".join(f", {scalar.params[b.key]}" for b in scalar.others)
-    lines = ["#define THEN", f"#define THEN_PARAMS {params}", f"#define THEN_ARGS {args}", *head, text]
+    lines = [f"#define {macro}", f"#define {macro}_PARAMS {params}", f"#define {macro}_ARGS {args}",
+             scalar.function()]
     for n in LANES if vectors else ():
         if vector_width(kernel, n) == n and row % n == 0:
-            lines.append(_VectorThen(r, kernel, key, n).function(scalar.signature))
+            lines.append(_VectorThen(r, kernel, key, n, name, param).function(scalar.signature))
             continue
         vec = r.vector_type("float", n)
-        first = f"{_qualified(r)}{vec} nn_then_v{n}({vec} y, {scalar.index_type} i, int r, int c{params}) {{"
-        lanes = _lane_by_lane(r, n, args)
+        first = f"{_qualified(r)}{vec} {name}_v{n}({vec} y, {scalar.index_type} i, int r, int c{params}) {{"
+        lanes = _lane_by_lane(r, n, args, name)
         along = ColumnThen(r, in_rows, key, n, scalar.params).function(first, lanes)
         lines.append(along or "\n".join([first, lanes, "}"]) + "\n")
-    return "\n".join(lines) + "\n"
+    return head, lines
 
 
 def _in_rows(kernel: Kernel, row: int) -> Kernel:
@@ -97,11 +108,11 @@ def _in_rows(kernel: Kernel, row: int) -> Kernel:
 
 
 class _ScalarThen(KernelWriter):
-    def __init__(self, r: CStyleRenderer, kernel: Kernel, key: int) -> None:
+    def __init__(self, r: CStyleRenderer, kernel: Kernel, key: int, name: str, param: str) -> None:
         super().__init__(r, kernel, Schedule())
-        self.key = key
+        self.key, self.name = key, name
         self.others = [b for b in kernel.inputs if b.key != key]
-        self.params = {b.key: f"in{k}" for k, b in enumerate(self.others)}
+        self.params = {b.key: f"{param}{k}" for k, b in enumerate(self.others)}
         self.taken |= {"y", "r", "c", *self.params.values()}
         self.index_type = r.types[kernel.index.dtype]
 
@@ -117,15 +128,15 @@ class _ScalarThen(KernelWriter):
     def function(self) -> str:
         value = self.emit(self.kernel.value)
         params = ", ".join(["float y", f"{self.index_type} i", "int r", "int c", *self.signature])
-        return "\n".join([f"{_qualified(self.r)}float nn_then({params}) {{", *self.levels[0].lines,
+        return "\n".join([f"{_qualified(self.r)}float {self.name}({params}) {{", *self.levels[0].lines,
                           f"    return {value};", "}"]) + "\n"
 
 
 class _VectorThen(VectorWriter):
-    def __init__(self, r: CStyleRenderer, kernel: Kernel, key: int, lanes: int) -> None:
+    def __init__(self, r: CStyleRenderer, kernel: Kernel, key: int, lanes: int, name: str, param: str) -> None:
         super().__init__(r, kernel, lanes)
-        self.key = key
-        self.params = {b.key: f"in{k}" for k, b in enumerate(b for b in kernel.inputs if b.key != key)}
+        self.key, self.name = key, name
+        self.params = {b.key: f"{param}{k}" for k, b in enumerate(b for b in kernel.inputs if b.key != key)}
 
     def expression(self, node: Expr) -> str:
         if isinstance(node, Load) and node.buffer.key == self.key:
@@ -136,16 +147,16 @@ class _VectorThen(VectorWriter):
         value = self.emit(self.kernel.value)
         vec = self.r.vector_type("float", self.lanes)
         params = ", ".join([f"{vec} y", f"{self.r.types[self.kernel.index.dtype]} i", "int r", "int c", *signature])
-        return "\n".join([f"{_qualified(self.r)}{vec} nn_then_v{self.lanes}({params}) {{", *self.lines,
+        return "\n".join([f"{_qualified(self.r)}{vec} {self.name}_v{self.lanes}({params}) {{", *self.lines,
                           f"    return {value};", "}"]) + "\n"
 
 
-def _lane_by_lane(r: CStyleRenderer, n: int, args: str) -> str:
-    """The statements of nn_then_vN that take its lanes one by one, through nn_then."""
+def _lane_by_lane(r: CStyleRenderer, n: int, args: str, name: str) -> str:
+    """The statements of nn_then_vN (`name`_vN) that take its lanes one by one, through nn_then."""
     return "\n".join([
         f"    float lane[{n}];",
         f"    {r.vector_store('lane', '0', 'y', n)}",
-        f"    for (int j = 0; j < {n}; ++j) lane[j] = nn_then(lane[j], i + j, r, c + j{args});",
+        f"    for (int j = 0; j < {n}; ++j) lane[j] = {name}(lane[j], i + j, r, c + j{args});",
         f"    return {r.vector_load('lane', '0', n)};"])
 
 

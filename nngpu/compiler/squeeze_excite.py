@@ -1,11 +1,11 @@
 """A squeeze-and-excite head folded into one kernel (kernels/squeeze_excite.cl), on a segment's
 finished steps after compiler/gemm_fold.py: a float MEAN of one batch (column_sum.cl's
 TemplateStep) that alone feeds a GEMM of one row (a 1x1 convolution of the pooled pixel), and
-that GEMM's output alone feeding a second one where the first stores without a folded kernel
-(MobileNet v3: RELU in its clamp, then a hard sigmoid folded into the second; EfficientNet B0:
-a swish folded into the first, which ends the chain). The three launches (two) become one, in
-the last GEMM's place, where every tensor it reads has been written; the mean and the first
-layer's output are never stored. Only on a target with the template (a CPU device: its one
+that GEMM's output alone feeding a second one, each with the elementwise kernel folded into it,
+if any (MobileNet v3: RELU in the first's clamp, a hard sigmoid folded into the second;
+EfficientNet B0: a swish folded into the first, a sigmoid into the second). The three launches
+become one, in the last GEMM's place, where every tensor it reads has been written; the mean
+and the first layer's output are never stored. Only on a target with the template (a CPU device: its one
 work-group runs on one thread, which is all the work needs)."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import math
 from ..ops.lib.device import channel_lanes
 from .gemm_fold import only_one, positions, reads
 from .library import has_template, specialise
+from .render_epilogue import then_source
 from .steps import GemmStep, Step, TemplateStep, TensorInfo
 from .target import Target
 
@@ -43,10 +44,7 @@ def fold_squeeze_excite(steps: list[Step], tensors: dict[int, TensorInfo], alias
             if layer_at is None or y in keep or y in viewed or not _one_row_layer(out[layer_at], y, width):
                 break
             chain.append(layer_at)
-            layer = out[layer_at]
-            if layer.then is not None:
-                break
-            y, width = layer.args[-1], layer.n
+            y, width = out[layer_at].args[-1], out[layer_at].n
         if not chain:
             continue
         layers = [out[k] for k in chain]
@@ -64,7 +62,8 @@ def _one_row_layer(step: Step | None, a: int, k: int) -> bool:
     model's layout, and stores clamp(C + bias) (perhaps through a folded kernel)."""
     return (isinstance(step, GemmStep) and step.m == 1 and step.k == k and step.args[0] == a
             and a not in step.args[1:] and step.b_transposed and step.bounds is not None and step.residual is None
-            and not step.scale_a and step.ldb is None and channel_lanes(k) is not None and step.n * k <= MOST_WEIGHTS)
+            and (step.then is None or step.folded is not None) and not step.scale_a and step.ldb is None
+            and step.n * k <= MOST_WEIGHTS)
 
 
 def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> TemplateStep:
@@ -74,18 +73,23 @@ def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> Templat
     defines: dict[str, object] = dict(GROUP=GROUP, R=mean.defines["R"], C=c, MV=mv, CV=cv, RV=MOST_CHAINS // cv)
     if "COUNT" in mean.defines:
         defines["COUNT"] = mean.defines["COUNT"]
-    args = [mean.args[0]]
+    args, heads, bodies = [mean.args[0]], [], []
     for n, layer in enumerate(layers, 1):
         lo, hi = layer.bounds
         defines.update({f"N{n}": layer.n, f"LO{n}": _literal(lo), f"HI{n}": _literal(hi)})
         args += layer.args[1:3]   # its weights, its bias
+        if layer.folded is not None:   # the folded kernel's function (FIRST before a second layer), its buffers
+            kernel, key = layer.folded
+            head, body = then_source(target.renderer, kernel, key, layer.n, False, "THEN" if n == len(layers) else "FIRST")
+            heads, bodies = heads + head, bodies + body
+            args += layer.args[3:-1]
     if len(layers) == 2:
-        defines["HV"] = channel_lanes(layers[0].n)
-    last = layers[-1]
-    defines["THEN_ROW"] = last.n
-    args += [*last.args[3:-1], last.args[-1]]   # the folded kernel's other buffers, the output
+        defines["HV"] = channel_lanes(layers[0].n) or 1   # 1: scalars
+    defines["THEN_ROW"] = layers[-1].n
+    args.append(layers[-1].args[-1])
     name = f"{mean.name}_excite"
-    source = (last.then or "") + specialise(target, "squeeze_excite", name, defines)
+    then = "\n".join([*dict.fromkeys(heads), *bodies]) + "\n" if bodies else ""
+    source = then + specialise(target, "squeeze_excite", name, defines)
     ops = sorted(mean.ops + [k for layer in layers for k in layer.ops])
     return TemplateStep(name, source, GROUP, args, ops, target.schedule.flat(GROUP, GROUP), None,
                         "squeeze_excite", defines)

@@ -1,8 +1,9 @@
 """compiler/squeeze_excite.py: a squeeze-and-excite head (a MEAN over the pixels, one or two 1x1
 convolutions of the pooled pixel) is one kernel on a CPU device (kernels/squeeze_excite.cl):
 MobileNet v3's (RELU, then a hard sigmoid as a MUL folded into the second layer) and
-EfficientNet's (a swish folded into the first layer, which ends the chain); nothing folds where
-a value between them is read elsewhere, where a layer is too large for one thread, or on a GPU.
+EfficientNet's (a swish folded into the first layer, a sigmoid into the second; a second layer
+whose K makes no vector in scalars); nothing folds where a value between them is read
+elsewhere, where a layer is too large for one thread, or on a GPU.
 On the OpenCL device here the folded head gives numpy's answer and the unfolded plan's, an
 infinite input included."""
 from __future__ import annotations
@@ -52,6 +53,15 @@ def head(kind: str, hidden: int = 12, mean_is_output: bool = False, c: int = C):
 
         def layers(v):
             return second(first(v)) * np.float32(1 / 6)
+    elif kind == "scaled":   # the first layer's folded kernel reads a buffer of its own
+        h, first = _conv1x1(b, pooled, c, hidden, 1, 5)
+        scale = np.linspace(0.5, 2, hidden).astype(np.float32)
+        scaled = b.op(Op.MUL, [h, b.constant(T.TENSOR_FLOAT32, scale.reshape(1, 1, 1, hidden)), b.constant(T.INT32, 0)],
+                      T.TENSOR_FLOAT32, [1, 1, 1, hidden])
+        out, second = _conv1x1(b, scaled, hidden, c, 1, 6)
+
+        def layers(v):
+            return second(first(v) * scale)
     else:
         h, first = _conv1x1(b, pooled, c, hidden, 0, 3)
         gate = b.op(Op.LOGISTIC, [h], T.TENSOR_FLOAT32, [1, 1, 1, hidden])
@@ -88,13 +98,22 @@ def test_mobilenets_head_is_one_kernel():
     assert one.args[0] == model.main.inputIndexes[0] and one.args[-1] == model.main.outputIndexes[0]
 
 
-def test_efficientnets_chain_ends_at_the_swish():
-    model, _ = head("efficientnet")
+@pytest.mark.parametrize("kind", ["efficientnet", "scaled"])
+def test_a_kernel_folded_into_the_first_layer_is_called_before_the_second(kind):
+    model, _ = head(kind)
     steps = _steps(model)
     (one,) = _heads(steps)
-    assert "N2" not in one.defines and len(one.ops) == 4   # MEAN, CONV_2D, LOGISTIC, MUL
-    (second,) = [s for s in steps if isinstance(s, GemmStep)]
-    assert second.args[0] == one.args[-1] and second.then
+    assert not [s for s in steps if isinstance(s, (GemmStep, KernelStep))]
+    assert one.defines["N2"] == C and "nn_first(" in one.source and "#define FIRST\n" in one.source
+    assert len(one.ops) == (6 if kind == "efficientnet" else 4)   # MEAN, CONV_2D, LOGISTIC, MUL, CONV_2D, LOGISTIC
+    if kind == "scaled":   # its scale a buffer of the kernel's, after the first layer's bias
+        assert "FIRST_PARAMS , __global const float* restrict first_in0" in one.source and len(one.args) == 7
+
+
+def test_a_second_layer_whose_k_makes_no_vector_takes_it_in_scalars():
+    """K = 10 (EfficientNet's 96 -> 4 -> 96 and 240 -> 10 -> 240 are like it): HV = 1."""
+    (one,) = _heads(_steps(head("efficientnet", hidden=10)[0]))
+    assert one.defines["N2"] == C and one.defines["HV"] == 1
 
 
 def test_nothing_folds_where_the_mean_is_read_elsewhere_a_layer_is_large_or_on_a_gpu():
@@ -105,14 +124,26 @@ def test_nothing_folds_where_the_mean_is_read_elsewhere_a_layer_is_large_or_on_a
 
 
 @pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
-@pytest.mark.parametrize("kind", ["mobilenet", "efficientnet"])
+@pytest.mark.parametrize("kind", ["mobilenet", "efficientnet", "scaled"])
 @pytest.mark.parametrize("infinite", [False, True], ids=["finite", "an-infinity"])
 @pytest.mark.parametrize("c", [16, C, 128])   # the mean's rows in 8, 2 and 1 sets (RV): 49 rows, a tail past 48
 def test_the_head_gives_numpys_and_the_unfolded_plans_answer(kind, infinite, c):
-    model, want = head(kind, hidden=12 if kind == "mobilenet" else 10, c=c)   # 10: a last block of 2 outputs
+    model, want = head(kind, c=c)
     (one,) = _heads(_steps(model))
     assert one.defines["RV"] == {16: 8, C: 2, 128: 1}[c]
     x = np.random.default_rng(5).standard_normal([1, HW, HW, c]).astype(np.float32)
+    _the_same(model, want, x, infinite)
+
+
+@pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+def test_a_second_layer_in_scalars_gives_numpys_answer():
+    """10 hidden values: the first layer's last block of 2 past 8, the second layer's K in scalars."""
+    model, want = head("efficientnet", hidden=10)
+    _the_same(model, want, np.random.default_rng(6).standard_normal([1, HW, HW, C]).astype(np.float32), False)
+
+
+def _the_same(model, want, x: np.ndarray, infinite: bool) -> None:
+    """The folded plan's answer on OpenCL is the unfolded one's and numpy's."""
     if infinite:
         x[0, 3, 4, 5] = np.inf
     backend = create("opencl")
