@@ -5,8 +5,8 @@ that GEMM's output alone feeding a second one, each with the elementwise kernel 
 if any (MobileNet v3: RELU in the first's clamp, a hard sigmoid folded into the second;
 EfficientNet B0: a swish folded into the first, a sigmoid into the second). The three launches
 become one, in the last GEMM's place, where every tensor it reads has been written; the mean
-and the first layer's output are never stored. Only on a target with the template (a CPU device: its one
-work-group runs on one thread, which is all the work needs)."""
+and the first layer's output are never stored. Only on a target with the template (a CPU
+device: its one work-group runs on one thread, which is all the work needs)."""
 from __future__ import annotations
 
 import math
@@ -80,7 +80,8 @@ def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> Templat
         args += layer.args[1:3]   # its weights, its bias
         if layer.folded is not None:   # the folded kernel's function (FIRST before a second layer), its buffers
             kernel, key = layer.folded
-            head, body = then_source(target.renderer, kernel, key, layer.n, False, "THEN" if n == len(layers) else "FIRST")
+            macro = "THEN" if n == len(layers) else "FIRST"
+            head, body = then_source(target.renderer, kernel, key, layer.n, False, macro)
             heads, bodies = heads + head, bodies + body
             args += layer.args[3:-1]
     if len(layers) == 2:

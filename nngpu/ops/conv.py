@@ -1,7 +1,8 @@
 """CONV_2D, DEPTHWISE_CONV_2D and GROUPED_CONV_2D: parameters, geometry (the shape function),
 the reference (numpy kernels in lib/conv_kernels.py) and the device implementations: a window sum
 per output element in float or in the reference's exact integer arithmetic with per-channel
-requantization, and im2col + GEMM for large float convolutions."""
+requantization, im2col + GEMM for large float convolutions, and a target's hand-written kernels
+(a direct convolution of few input channels, a depthwise one) where it has them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -232,19 +233,15 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     16, 8, 4 or 2 and whose indices fit in 32 bits; None where it does not apply (the generated
     kernel: the face detector's 42 channels in pairs rather than one a work-item, 52 -> 23 us in
     the pipeline on PoCL). A folded consumer (THEN) only with vectors of 4 up."""
-    p, win = node.params, g.win
+    p = node.params
     x, f, b = ins[:3]
     vw = channel_lanes(g.cout, narrowest=2)
     if (p.nchw or p.multiplier != 1 or vw is None or node.in_operand(0).type != F32
             or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
-    defines: dict[str, object] = dict(VW=vw, PIX=ROW_PIXELS, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow,
-                                      KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
-                                      PT=win.pad_top, PL=win.pad_left)
-    defines.update(activation_defines(p.activation))
-    size = g.n * g.oh * -(-g.ow // ROW_PIXELS) * (g.cout // vw)
-    return Stored(node.library("depthwise", [x, f, b], size, defines, then_row=g.cout if vw >= 4 else None))
+    return Stored(node.library("depthwise", [x, f, b], _strips(g, vw), _strip_defines(g, vw, p.activation),
+                               then_row=g.cout if vw >= 4 else None))
 
 
 DIRECT_MAX_CIN, DIRECT_MAX_TAPS = 4, 49   # the layers kernels/conv.cl takes: its unrolled body
@@ -257,21 +254,30 @@ def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     its output), output channels in whole vectors of 16, 8 or 4, a strip of output pixels to
     share each filter vector, and indices that fit in 32 bits; None where it does not apply
     (im2col and a GEMM, or the generated kernel)."""
-    p, win = node.params, g.win
     x, _, b = ins[:3]
     vw = channel_lanes(g.cout)
-    if (g.groups != 1 or g.oh * g.ow < ROW_PIXELS or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS or vw is None
-            or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, b))
+    if (g.groups != 1 or g.oh * g.ow < ROW_PIXELS or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS
+            or vw is None or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, b))
             or max(g.n * g.h * g.w * g.cin, g.n * g.oh * g.ow * g.cout) >= 2 ** 31 or not node.has_library("conv")):
         return None
     # [Cout, KH, KW, Cin] -> [KH, KW, Cin, Cout]: a tap's output channels contiguous
     f = node.constant(np.ascontiguousarray(node.input(1).reshape(g.cout, -1).T), F32)
-    defines: dict[str, object] = dict(VW=vw, PIX=ROW_PIXELS, N=g.n, H=g.h, W=g.w, CIN=g.cin, C=g.cout,
-                                      OH=g.oh, OW=g.ow, KH=g.kh, KW=g.kw, SH=win.stride_h, SW=win.stride_w,
-                                      DH=win.dil_h, DW=win.dil_w, PT=win.pad_top, PL=win.pad_left)
-    defines.update(activation_defines(p.activation))
-    size = g.n * g.oh * -(-g.ow // ROW_PIXELS) * (g.cout // vw)
-    return Stored(node.library("conv", [x, f, b], size, defines, then_row=g.cout))
+    defines = {**_strip_defines(g, vw, node.params.activation), "CIN": g.cin}
+    return Stored(node.library("conv", [x, f, b], _strips(g, vw), defines, then_row=g.cout))
+
+
+def _strips(g: ConvGeometry, vw: int) -> int:
+    """The work-items of a row-strip template (kernels/row_strips.h): a strip of ROW_PIXELS
+    pixels of a row times a vector of VW channels each."""
+    return g.n * g.oh * -(-g.ow // ROW_PIXELS) * (g.cout // vw)
+
+
+def _strip_defines(g: ConvGeometry, vw: int, act: int) -> dict[str, object]:
+    """A row-strip template's #defines for the layer: its geometry and its activation's clamp."""
+    win = g.win
+    return dict(VW=vw, PIX=ROW_PIXELS, N=g.n, H=g.h, W=g.w, C=g.cout, OH=g.oh, OW=g.ow, KH=g.kh, KW=g.kw,
+                SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w, PT=win.pad_top, PL=win.pad_left,
+                **activation_defines(act))
 
 
 def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute | Stored:
