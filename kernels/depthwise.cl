@@ -26,7 +26,7 @@
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,
                    __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
     STRIP_START;
-    VEC(VW) acc[PIX];
+    VEC(VW) acc[1][PIX];   // one vector of channels (CV 1)
     STRIP_BIAS(acc);
     if (STRIP_INSIDE) {
         // the strip's first window's first tap
@@ -35,7 +35,7 @@ __kernel void NAME(__global const float* restrict x, __global const float* restr
             UNROLL for (int kx = 0; kx < KW; ++kx) {
                 const VEC(VW) f = FILTER(ky, kx);
                 UNROLL for (int p = 0; p < PIX; ++p)
-                    acc[p] = acc[p] + VLOAD(VW)(0, origin + (ky * DH * W + p * SW + kx * DW) * C) * f;
+                    acc[0][p] = acc[0][p] + VLOAD(VW)(0, origin + (ky * DH * W + p * SW + kx * DW) * C) * f;
             }
     } else {
         UNROLL for (int ky = 0; ky < KH; ++ky) {
@@ -45,7 +45,7 @@ __kernel void NAME(__global const float* restrict x, __global const float* restr
                 UNROLL for (int p = 0; p < PIX; ++p) {
                     const int ix = ix0 + p * SW + kx * DW;
                     if (ox0 + p < OW && iy >= 0 && iy < H && ix >= 0 && ix < W)
-                        acc[p] = acc[p] + VLOAD(VW)(0, x + ((n * H + iy) * W + ix) * C + c) * f;
+                        acc[0][p] = acc[0][p] + VLOAD(VW)(0, x + ((n * H + iy) * W + ix) * C + c) * f;
                 }
             }
         }

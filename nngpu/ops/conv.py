@@ -245,6 +245,7 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
 
 
 DIRECT_MAX_CIN, DIRECT_MAX_TAPS = 4, 49   # the layers kernels/conv.cl takes: its unrolled body
+DIRECT_MOST_VECTORS = 4   # of output channels a work-item of it: CV * ROW_PIXELS sums in registers
 
 
 def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
@@ -262,14 +263,16 @@ def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
         return None
     # [Cout, KH, KW, Cin] -> [KH, KW, Cin, Cout]: a tap's output channels contiguous
     f = node.constant(np.ascontiguousarray(node.input(1).reshape(g.cout, -1).T), F32)
-    defines = {**_strip_defines(g, vw, node.params.activation), "CIN": g.cin}
-    return Stored(node.library("conv", [x, f, b], _strips(g, vw), defines, then_row=g.cout))
+    # up to DIRECT_MOST_VECTORS vectors of channels a work-item: each input broadcast feeds them all
+    cv = max(d for d in range(1, DIRECT_MOST_VECTORS + 1) if (g.cout // vw) % d == 0)
+    defines = {**_strip_defines(g, vw, node.params.activation), "CIN": g.cin, "CV": cv}
+    return Stored(node.library("conv", [x, f, b], _strips(g, vw * cv), defines, then_row=g.cout))
 
 
-def _strips(g: ConvGeometry, vw: int) -> int:
+def _strips(g: ConvGeometry, channels: int) -> int:
     """The work-items of a row-strip template (kernels/row_strips.h): a strip of ROW_PIXELS
-    pixels of a row times a vector of VW channels each."""
-    return g.n * g.oh * -(-g.ow // ROW_PIXELS) * (g.cout // vw)
+    pixels of a row times `channels` channels each."""
+    return g.n * g.oh * -(-g.ow // ROW_PIXELS) * (g.cout // channels)
 
 
 def _strip_defines(g: ConvGeometry, vw: int, act: int) -> dict[str, object]:
