@@ -75,7 +75,9 @@ def served_device(backend: str, start_timeout: float = START_TIMEOUT_S) -> Itera
     """`nngpu serve --backend BACKEND` on a socket in a fresh 0700 folder, connected."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
     # /tmp, not $TMPDIR: a Unix socket path is at most 107 bytes
-    with tempfile.TemporaryDirectory(prefix="nngpu-cts-", dir="/tmp") as folder, tempfile.TemporaryFile() as log:
+    # the log appended to: the child shares its offset, which _read's seek would move under its writes
+    with tempfile.TemporaryDirectory(prefix="nngpu-cts-", dir="/tmp") as folder, \
+            tempfile.TemporaryFile(mode="a+b") as log:
         path = Path(folder) / "s.sock"
         proc = subprocess.Popen([sys.executable, "-m", "nngpu", "serve", "--backend", backend, "--socket", str(path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
