@@ -14,6 +14,7 @@
 // which divides C), CV (VW * CV divides C), B R C, and COUNT (a float literal) for MEAN. Launch:
 // global = B * (C / (VW * CV)), 1-D; every index fits in 32 bits (checked at lowering).
 #include "vectors.h"
+#include "kahan.h"
 #define GROUPS (C / (VW * CV))
 #define UNROLL _Pragma("unroll")   // PoCL keeps unrolled accumulators in registers (see gemm.cl)
 
@@ -25,13 +26,7 @@ __kernel void NAME(__global const float* restrict x, __global float* restrict ou
     VEC(VW) acc[CV], comp[CV];
     UNROLL for (int v = 0; v < CV; ++v) acc[v] = comp[v] = (VEC(VW))(0.0f);
     for (int r = 0; r < R; ++r) {
-        UNROLL for (int v = 0; v < CV; ++v) {
-            const VEC(VW) y = VLOAD(VW)(0, column + r * C + v * VW) - comp[v];
-            const VEC(VW) s = acc[v] + y;
-            comp[v] = (s - acc[v]) - y;
-            comp[v] = select((VEC(VW))(0.0f), comp[v], isfinite(comp[v]));   // past an inf: keep it, not NaN
-            acc[v] = s;
-        }
+        UNROLL for (int v = 0; v < CV; ++v) KAHAN(VW, acc[v], comp[v], VLOAD(VW)(0, column + r * C + v * VW));
     }
     UNROLL for (int v = 0; v < CV; ++v) {
 #ifdef COUNT

@@ -22,6 +22,7 @@
 // before this text, their other buffers after their layer's bias (FIRST_PARAMS, THEN_PARAMS).
 // Launch: global = local = GROUP.
 #include "vectors.h"
+#include "kahan.h"
 #include "then.h"
 #define UNROLL _Pragma("unroll")
 
@@ -68,16 +69,6 @@ inline float4 layer1(__local const float* v, __global const float* restrict w, _
 #define LAYER_(n) layer##n
 #define LAYER(n) LAYER_(n)
 
-// one step of a compensated sum; a correction that is not finite is dropped (past an inf: keep
-// it, not NaN)
-#define KAHAN(acc, comp, value) do { \
-        const VEC(MV) y_ = (value) - (comp); \
-        const VEC(MV) s_ = (acc) + y_; \
-        comp = (s_ - (acc)) - y_; \
-        comp = select((VEC(MV))(0.0f), comp, isfinite(comp)); \
-        acc = s_; \
-    } while (0)
-
 #ifdef FIRST
 #define FIRST_AT(y, c) nn_first(y, c, 0, c FIRST_ARGS)
 #else
@@ -112,11 +103,11 @@ void NAME(__global const float* restrict x, __global const float* restrict w1, _
         for (; r + RV <= R; r += RV)
             UNROLL for (int i = 0; i < RV; ++i)
                 UNROLL for (int v = 0; v < CV; ++v)
-                    KAHAN(acc[v][i], comp[v][i], VLOAD(MV)(0, x + (r + i) * C + c + v * MV));
+                    KAHAN(MV, acc[v][i], comp[v][i], VLOAD(MV)(0, x + (r + i) * C + c + v * MV));
         for (; r < R; ++r)
-            UNROLL for (int v = 0; v < CV; ++v) KAHAN(acc[v][0], comp[v][0], VLOAD(MV)(0, x + r * C + c + v * MV));
+            UNROLL for (int v = 0; v < CV; ++v) KAHAN(MV, acc[v][0], comp[v][0], VLOAD(MV)(0, x + r * C + c + v * MV));
         UNROLL for (int v = 0; v < CV; ++v) {
-            UNROLL for (int i = 1; i < RV; ++i) KAHAN(acc[v][0], comp[v][0], acc[v][i] - comp[v][i]);
+            UNROLL for (int i = 1; i < RV; ++i) KAHAN(MV, acc[v][0], comp[v][0], acc[v][i] - comp[v][i]);
 #ifdef COUNT
             acc[v][0] = acc[v][0] / COUNT;
 #endif

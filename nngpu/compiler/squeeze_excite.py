@@ -9,11 +9,10 @@ and the first layer's output are never stored. Only on a target with the templat
 device: its one work-group runs on one thread, which is all the work needs)."""
 from __future__ import annotations
 
-import math
-
 from ..ops.lib.device import channel_lanes
 from .gemm_fold import only_one, positions, reads
 from .library import has_template, specialise
+from .render import float_literal
 from .render_epilogue import then_source
 from .steps import GemmStep, Step, TemplateStep, TensorInfo
 from .target import Target
@@ -76,7 +75,7 @@ def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> Templat
     args, heads, bodies = [mean.args[0]], [], []
     for n, layer in enumerate(layers, 1):
         lo, hi = layer.bounds
-        defines.update({f"N{n}": layer.n, f"LO{n}": _literal(lo), f"HI{n}": _literal(hi)})
+        defines.update({f"N{n}": layer.n, f"LO{n}": float_literal(lo), f"HI{n}": float_literal(hi)})
         args += layer.args[1:3]   # its weights, its bias
         if layer.folded is not None:   # the folded kernel's function (FIRST before a second layer), its buffers
             kernel, key = layer.folded
@@ -94,10 +93,3 @@ def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> Templat
     ops = sorted(mean.ops + [k for layer in layers for k in layer.ops])
     return TemplateStep(name, source, GROUP, args, ops, target.schedule.flat(GROUP, GROUP), None,
                         "squeeze_excite", defines)
-
-
-def _literal(v: float) -> str:
-    """A float bound as an OpenCL C literal."""
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "-INFINITY"
-    return f"{float(v)!r}f"
