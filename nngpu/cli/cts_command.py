@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from .common import open_device, writable_file
 from .errors import CLIError
+from .interrupt import noted_interrupts
 
 if TYPE_CHECKING:
     from ..hal.interfaces import IDevice
@@ -110,9 +111,10 @@ def run(args) -> int:
     records = []
     t0 = time.perf_counter()
     stream = open(json_file, "w") if json_file is not None else nullcontext()
-    with stream as out, _device_source(args) as (device, backend, gone):
+    with stream as out, _device_source(args) as (device, backend, gone), noted_interrupts() as check_interrupt:
         with progress.bar(len(cases), f"cts {backend}" + (" (service)" if args.service else ""), "case") as bar:
             for case in cases:
+                check_interrupt()
                 reason = gone()  # a dead service fails the cases left at once, with why
                 recs = case_records(case, backend, paths, "failed", reason) if reason else \
                     run_case(device, backend, case, paths, measure, face)

@@ -1,0 +1,35 @@
+"""Ctrl-C that a long loop cannot lose. Python turns SIGINT into a KeyboardInterrupt raised
+wherever the main thread is, and where that is a finalizer (a collected object's __del__ or
+weakref.finalize callback) Python prints it and carries on: a loop over the whole corpus then
+ran to its end. Here the signal is also noted, and the loop asks for the note between steps."""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+
+@contextmanager
+def noted_interrupts() -> Iterator[Callable[[], None]]:
+    """Yields `check`, which raises KeyboardInterrupt once SIGINT has come in the block, even if
+    the one the signal raised was swallowed. Off the main thread (no handler can be set there)
+    `check` does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    noted = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        noted.set()
+        raise KeyboardInterrupt
+
+    def check() -> None:
+        if noted.is_set():
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, previous)
