@@ -61,7 +61,8 @@ def test_prepare_reports_each_kernel_and_the_first_run_each_step(backend, monkey
     per_unit = s.device.backend.kernels_per_unit
     if per_unit:
         assert all(n <= per_unit for b in bars for n in b[1:])
-    assert list(tmp_path.glob("*.bin"))                # compiled into the cache it was given
+    # compiled into the cache it was given, unless the device's compiler keeps its own (PoCL)
+    assert bool(list(tmp_path.glob("*.bin"))) != s.device.backend.compiler_caches
 
 
 def test_units_split_a_segment():

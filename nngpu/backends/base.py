@@ -123,8 +123,12 @@ class ProgramSet:
     compiles or loads, for saving to a compilation cache."""
 
     given: Mapping[str, bytes] = field(default_factory=dict)
-    used: dict[str, bytes] = field(default_factory=dict)
+    # key -> its binary, asked for only when a compilation cache is saved (Backend.binary_of)
+    used: dict[str, Callable[[], bytes]] = field(default_factory=dict)
     built: int = 0      # programs that had to be compiled from source
+
+    def binaries(self) -> dict[str, bytes]:
+        return {key: binary() for key, binary in self.used.items()}
 
 
 _PROGRAMS: contextvars.ContextVar[ProgramSet | None] = contextvars.ContextVar("nngpu_programs", default=None)
@@ -170,9 +174,14 @@ class Backend(ABC):
     device_type: DeviceType
     description: str
     kernels_per_unit: int | None = None   # kernels per compiled program (None: a segment's all)
+    # The device's compiler keeps what it compiles, keyed by source and options, so the disk
+    # cache would hold it twice, and asking it for a binary costs a compile: binaries are asked
+    # for only to save a compilation cache.
+    compiler_caches: bool = False
 
     def __init__(self) -> None:
-        self._programs: dict[str, tuple[Any, bytes]] = {}   # key -> (loaded program, its binary)
+        # key -> (loaded program, its binary, None until asked for where compiler_caches)
+        self._programs: dict[str, tuple[Any, bytes | None]] = {}
         self._compile_lock = threading.Lock()
         self.health = DeviceHealth()   # shared with the plans' queues (for_plan)
 
@@ -219,7 +228,8 @@ class Backend(ABC):
     def compile(self, source: str, names: list[str]) -> list[Any]:
         """The launchable kernels `names` of one translation unit: from memory, else from the
         prepared model's compilation cache (see ProgramSet), else from the disk cache (keyed by
-        source, device and options), else built and written there."""
+        source, device and options; not where the device's compiler keeps its own), else built
+        and written there."""
         key = cache_key(self.name, self.cache_identity(), source)
         programs = _PROGRAMS.get()
         with self._compile_lock:
@@ -228,18 +238,28 @@ class Backend(ABC):
                 entry = self._load(programs.given[key], key)
             if entry is None:
                 path = entry_path(key)
-                binary = _read(path)
+                binary = None if self.compiler_caches else _read(path)
                 entry = None if binary is None else self._load(binary, path.name)
                 if entry is None:
                     binary, program = self.build(source)
                     entry = program, binary
-                    write_atomically(path, binary)
+                    if binary is not None:
+                        write_atomically(path, binary)
                     if programs is not None:
                         programs.built += 1
             self._programs[key] = entry
             if programs is not None:
-                programs.used[key] = entry[1]
+                programs.used[key] = functools.partial(self.binary_of, key)
             return [self.kernel(entry[0], name) for name in names]
+
+    def binary_of(self, key: str) -> bytes:
+        """The binary of the program compiled under `key`, asked of the device the first time."""
+        with self._compile_lock:
+            program, binary = self._programs[key]
+            if binary is None:
+                binary = self.binary(program)
+                self._programs[key] = program, binary
+            return binary
 
     def _load(self, binary: bytes, what: str) -> tuple[Any, bytes] | None:
         try:
@@ -252,8 +272,12 @@ class Backend(ABC):
         """What besides the source decides the binary: device, driver, compiler options."""
         return ""
 
-    def build(self, source: str) -> tuple[bytes, Any]:
-        """Compile `source`: (the binary to cache, the loaded program)."""
+    def build(self, source: str) -> tuple[bytes | None, Any]:
+        """Compile `source`: (the binary to cache, None where compiler_caches; the loaded program)."""
+        raise NotImplementedError(f"the {self.name} backend compiles no kernels")
+
+    def binary(self, program: Any) -> bytes:
+        """What load() makes `program` again from, where build() gave no binary."""
         raise NotImplementedError(f"the {self.name} backend compiles no kernels")
 
     def load(self, binary: bytes) -> Any:

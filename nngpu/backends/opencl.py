@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import os
 import signal
 import threading
 from typing import Callable
@@ -243,6 +244,11 @@ class OpenCLBackend(Backend):
         self.device_type = DeviceType.GPU if self.device.type & cl.device_type.GPU else DeviceType.CPU
         self.target = CPU_TARGET if self.device.type & cl.device_type.CPU else TARGET
         self.description = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
+        # PoCL keeps compiled kernels in $XDG_CACHE_HOME/pocl, and writes a binary by compiling
+        # every kernel once more for no work-group size in particular: as long as the compile
+        # at the first launch (a MediaPipe model's cold prepare was 40 % binaries)
+        self.compiler_caches = ("Portable Computing Language" in self.device.platform.name
+                                and os.environ.get("POCL_KERNEL_CACHE", "1") != "0")
         self._timing_queue = None   # made when profiling first asks for device times
         self._reads: list = []      # download_async events, held to the next synchronize: pyopencl
                                     # waits for a transfer whose event it drops
@@ -288,7 +294,10 @@ class OpenCLBackend(Backend):
 
     def build(self, source: str):
         program = self.cl.Program(self.context, source).build(list(self.OPTIONS))
-        return program.get_info(self.cl.program_info.BINARIES)[0], program
+        return None if self.compiler_caches else self.binary(program), program
+
+    def binary(self, program) -> bytes:
+        return program.get_info(self.cl.program_info.BINARIES)[0]
 
     def load(self, binary: bytes):
         return self.cl.Program(self.context, [self.device], [binary]).build(list(self.OPTIONS))

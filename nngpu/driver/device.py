@@ -298,7 +298,7 @@ def _is_callback(callback) -> bool:
 def _binaries(prepared: PreparedModel) -> dict[str, bytes]:
     """The kernel binaries of a prepared model's plan (none on the reference)."""
     programs = getattr(prepared.executor, "programs", None)
-    return dict(programs.used) if programs is not None else {}
+    return programs.binaries() if programs is not None else {}
 
 
 def _performance(backend) -> PerformanceInfo:

@@ -67,3 +67,31 @@ def test_cpu_devices_launch_whole_work_groups():
     assert kernels and all(run.args[3] == (CPU_WORK_GROUP,) and run.args[2][0] % CPU_WORK_GROUP == 0
                            for run in kernels)
     np.testing.assert_allclose(plan.execute([x])[0], plan.reference.run([x])[0], rtol=1e-4, atol=1e-4)
+
+
+_UNIT = "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }\n"
+
+
+def test_binaries_are_asked_of_pocl_only_for_a_compilation_cache(monkeypatch, tmp_path):
+    """PoCL keeps its own kernel cache, and a binary costs it a compile of its own: a unit built
+    on it leaves the disk cache empty and gives its binary when a compilation cache asks, one
+    that a fresh device loads and runs. Elsewhere the binary goes to the disk cache at once."""
+    from nngpu.backends.base import ProgramSet, compiling_for
+
+    monkeypatch.setenv("NNGPU_CACHE_DIR", str(tmp_path))
+    backend = Device("opencl").backend
+    programs = ProgramSet()
+    with compiling_for(programs):
+        backend.compile(_UNIT + f"// {tmp_path}\n", ["twice"])   # a unit no other test built
+    assert programs.built == 1
+    assert bool(list(tmp_path.glob("*.bin"))) != backend.compiler_caches
+    (binary,) = programs.binaries().values()
+    other = Device("opencl").backend
+    kernel = other.kernel(other.load(binary), "twice")
+    buf = other.alloc(16)
+    other.upload(buf, np.arange(4, dtype=np.float32))
+    kernel.set_args(buf)
+    other.cl.enqueue_nd_range_kernel(other.queue, kernel, (4,), None)
+    got = np.empty(4, np.float32)
+    other.download(buf, got)
+    np.testing.assert_array_equal(got, [0, 2, 4, 6])
