@@ -180,7 +180,7 @@ class Backend(ABC):
     compiler_caches: bool = False
 
     def __init__(self) -> None:
-        # key -> (loaded program, its binary, None until asked for where compiler_caches)
+        # key -> (loaded program, its binary: where compiler_caches, None until asked for)
         self._programs: dict[str, tuple[Any, bytes | None]] = {}
         self._compile_lock = threading.Lock()
         self.health = DeviceHealth()   # shared with the plans' queues (for_plan)

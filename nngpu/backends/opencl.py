@@ -245,8 +245,8 @@ class OpenCLBackend(Backend):
         self.target = CPU_TARGET if self.device.type & cl.device_type.CPU else TARGET
         self.description = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
         # PoCL keeps compiled kernels in $XDG_CACHE_HOME/pocl, and writes a binary by compiling
-        # every kernel once more for no work-group size in particular: as long as the compile
-        # at the first launch (a MediaPipe model's cold prepare was 40 % binaries)
+        # every kernel once more for no work-group size in particular, each compile as long as
+        # the one at the kernel's first launch (a MediaPipe model's cold prepare: 40 % binaries)
         self.compiler_caches = ("Portable Computing Language" in self.device.platform.name
                                 and os.environ.get("POCL_KERNEL_CACHE", "1") != "0")
         self._timing_queue = None   # made when profiling first asks for device times
