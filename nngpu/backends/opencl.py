@@ -303,7 +303,16 @@ class OpenCLBackend(Backend):
         return self.cl.Program(self.context, [self.device], [binary]).build(list(self.OPTIONS))
 
     def kernel(self, program, name: str):
-        return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
+        try:
+            return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
+        except self.cl.LogicError as e:
+            built = program.get_info(self.cl.program_info.KERNEL_NAMES)
+            if name in built.split(";"):
+                raise
+            # pyopencl's wheel PoCL (3.0, LLVM 14) did this on an AMD EPYC: a clean build, no kernels
+            raise RuntimeError(f"the OpenCL compiler ({self.device.platform.version.strip()}) gave a program "
+                               f"without kernel {name} (it has: {built or 'none'}); with pyopencl's PoCL wheel, "
+                               "install the system's PoCL (Debian: pocl-opencl-icd)") from e
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
                    then: str | None = None, ldb: int | None = None, scale: bool = False) -> tuple[str, str, Grid]:

@@ -95,3 +95,12 @@ def test_binaries_are_asked_of_pocl_only_for_a_compilation_cache(monkeypatch, tm
     got = np.empty(4, np.float32)
     other.download(buf, got)
     np.testing.assert_array_equal(got, [0, 2, 4, 6])
+
+
+def test_a_program_without_the_kernel_asked_for_is_one_clear_error():
+    """A compiler that builds cleanly and leaves a kernel out (pyopencl's PoCL wheel did, here)
+    is named with the kernels it did give, not as clCreateKernel's INVALID_KERNEL_NAME."""
+    backend = Device("opencl").backend
+    (_, program) = backend.build("#ifdef NEVER\n" + _UNIT + "#endif\n__kernel void other(__global float* x) {}\n")
+    with pytest.raises(RuntimeError, match=r"without kernel twice \(it has: other\)"):
+        backend.kernel(program, "twice")
