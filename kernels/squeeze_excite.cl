@@ -31,6 +31,13 @@
 #define HSUM16(s) HSUM8((s).lo + (s).hi)
 #define HSUM_(n, s) HSUM##n(s)
 #define HSUM(n, s) HSUM_(n, s)   // the sum of a vector's n lanes
+// Sums t of outputs j .. j + 3 of a layer plus their bias (those past N take N - 1's), clamped
+inline float4 biased_clamped(float4 t, __global const float* restrict bias, const int j, const int N,
+                             const float lo, const float hi) {
+    t += (float4)(bias[j], bias[min(j + 1, N - 1)], bias[min(j + 2, N - 1)], bias[min(j + 3, N - 1)]);
+    t = select(t, (float4)(lo), t < (float4)(lo));
+    return select(t, (float4)(hi), t > (float4)(hi));
+}
 // Outputs j .. j + 3 of a layer (those below N; the rest repeat row N - 1): rows of w [N, K]
 // times v [K] in vectors of n, four chains of dependent adds side by side (one alone leaves the
 // core waiting on each add), then the bias and the clamp.
@@ -47,10 +54,8 @@ inline float4 layer##n(__local const float* v, __global const float* restrict w,
         const VEC(n) a = VLOAD(n)(0, v + k); \
         UNROLL for (int o = 0; o < 4; ++o) s[o] = fma(a, VLOAD(n)(0, row[o] + k), s[o]); \
     } \
-    float4 t = (float4)(HSUM(n, s[0]), HSUM(n, s[1]), HSUM(n, s[2]), HSUM(n, s[3])) \
-        + (float4)(bias[j], bias[min(j + 1, N - 1)], bias[min(j + 2, N - 1)], bias[min(j + 3, N - 1)]); \
-    t = select(t, (float4)(lo), t < (float4)(lo)); \
-    return select(t, (float4)(hi), t > (float4)(hi)); \
+    const float4 t = (float4)(HSUM(n, s[0]), HSUM(n, s[1]), HSUM(n, s[2]), HSUM(n, s[3])); \
+    return biased_clamped(t, bias, j, N, lo, hi); \
 }
 LAYER_DEF(4)
 LAYER_DEF(8)
@@ -62,9 +67,7 @@ inline float4 layer1(__local const float* v, __global const float* restrict w, _
     UNROLL for (int o = 0; o < 4; ++o) row[o] = w + min(j + o, N - 1) * K;
     float4 t = (float4)(0.0f);
     for (int k = 0; k < K; ++k) t = fma((float4)(v[k]), (float4)(row[0][k], row[1][k], row[2][k], row[3][k]), t);
-    t += (float4)(bias[j], bias[min(j + 1, N - 1)], bias[min(j + 2, N - 1)], bias[min(j + 3, N - 1)]);
-    t = select(t, (float4)(lo), t < (float4)(lo));
-    return select(t, (float4)(hi), t > (float4)(hi));
+    return biased_clamped(t, bias, j, N, lo, hi);
 }
 #define LAYER_(n) layer##n
 #define LAYER(n) LAYER_(n)

@@ -67,7 +67,7 @@ def _one_row_layer(step: Step | None, a: int, k: int) -> bool:
 
 def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> TemplateStep:
     c = int(mean.defines["C"])
-    mv = channel_lanes(c)
+    mv = int(mean.defines["VW"])   # the mean's own vectors: its sums lane for lane (RV 1) as column_sum.cl's
     cv = max(d for d in range(1, MOST_CHAINS + 1) if (c // mv) % d == 0)
     defines: dict[str, object] = dict(GROUP=GROUP, R=mean.defines["R"], C=c, MV=mv, CV=cv, RV=MOST_CHAINS // cv)
     if "COUNT" in mean.defines:

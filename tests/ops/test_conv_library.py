@@ -1,9 +1,10 @@
 """The OpenCL CPU target's hand-written direct float convolution (kernels/conv.cl: a stem's few
 input channels, output channels in vectors) matches the numpy reference on every geometry it
 takes: strides, dilations, padding on every side, taps past the row on both sides, 1 to 4 input
-channels, vectors of 4, 8 and 16 output channels, up to four vectors of them a work-item, each
-fused activation and a consumer folded in. Each case also proves the template ran, with its vector width; a layer
-with more input channels keeps im2col and the GEMM."""
+channels, vectors of 4, 8 and 16 output channels, up to four vectors of them a work-item and each
+fused activation (a consumer folded in: tests/compiler/test_then_fold.py). Each case also proves
+the template ran, with its vector width; a layer with more input channels keeps im2col and the
+GEMM."""
 from __future__ import annotations
 
 import numpy as np
