@@ -192,30 +192,49 @@ def available() -> tuple[bool, bool]:
     return True, any(d.type & cl.device_type.GPU for d in devices)
 
 
+PROBE = "__kernel void nn_probe(__global float *a) { a[0] = exp(a[0]); }"
+
+
 @functools.cache
 def unusable(index: int | None = None) -> str | None:
-    """Why the device the backend would pick (device `index`) cannot build an OpenCL C kernel,
-    or None. PoCL 3.0
-    (the one pyopencl's wheels carry, on LLVM 14) names a CPU newer than its LLVM "generic",
-    which clang then refuses ("unknown target CPU"), so a device that lists fine may not compile."""
+    """Why the device the backend would pick (device `index`) cannot run an OpenCL C kernel,
+    or None. PoCL 3.0 (the one pyopencl's wheels carry, on LLVM 14) names a CPU newer than its
+    LLVM "generic", which clang then refuses ("unknown target CPU"), and on an AMD EPYC without
+    Debian's PoCL it built programs cleanly and left every kernel out: a device that lists fine
+    may not compile, or may compile nothing, so the probe builds, launches and reads a kernel."""
     import pyopencl as cl
 
-    failure: list[Exception] = []
+    answer: list[str | None] = []
 
     def probe() -> None:  # in a thread of its own, holding the signals: see _signals_held
-        try:
-            with _signals_held():
-                context = cl.Context([_pick_device(cl, index)])
-                cl.Program(context, "__kernel void nn_probe(__global float *a) { a[0] = exp(a[0]); }").build()
-        except Exception as e:
-            failure.append(e)
+        with _signals_held():
+            answer.append(probe_reason(cl, _pick_device(cl, index), PROBE))
 
     worker = threading.Thread(target=probe, name="nngpu-opencl-probe", daemon=True)
     worker.start()
     worker.join()
-    if failure:
-        lines = [s.strip() for s in str(failure[0]).splitlines() if "error" in s.lower() and s.strip()]
-        return f"the OpenCL device cannot compile kernels: {(lines or [type(failure[0]).__name__])[-1]}"
+    return answer[0] if answer else "the OpenCL device probe failed"
+
+
+def probe_reason(cl, device, source: str) -> str | None:
+    """Why `device` cannot build `source` and run its kernel nn_probe on [0.0] (giving
+    exp(0) = 1), or None."""
+    try:
+        context = cl.Context([device])
+        program = cl.Program(context, source).build()
+        if "nn_probe" not in program.get_info(cl.program_info.KERNEL_NAMES).split(";"):
+            return (f"the OpenCL device cannot compile kernels: its compiler "
+                    f"({device.platform.version.strip()}) gives programs without their kernels")
+        queue = cl.CommandQueue(context)
+        value = np.zeros(1, np.float32)
+        buf = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=value)
+        cl.Kernel(program, "nn_probe")(queue, (1,), None, buf)
+        cl.enqueue_copy(queue, value, buf, is_blocking=True)
+    except Exception as e:
+        lines = [s.strip() for s in str(e).splitlines() if "error" in s.lower() and s.strip()]
+        return f"the OpenCL device cannot compile kernels: {(lines or [type(e).__name__])[-1]}"
+    if value[0] != 1.0:
+        return f"the OpenCL device runs kernels wrongly: exp(0) gave {value[0]}"
     return None
 
 

@@ -3,11 +3,13 @@ kernel object (two prepared models with GEMMs on one device, executed in turn, k
 arguments); the device time per kernel from profiling events; whole work-groups on a CPU device."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from nngpu import profiling
-from nngpu.backends import device_backends
+from nngpu.backends import device_backends, opencl
 from nngpu.backends.opencl import CPU_WORK_GROUP
 from nngpu.compiler.steps import GemmStep, KernelStep
 from nngpu.driver.callbacks import PreparedModelCallback
@@ -104,3 +106,24 @@ def test_a_program_without_the_kernel_asked_for_is_one_clear_error():
     (_, program) = backend.build("#ifdef NEVER\n" + _UNIT + "#endif\n__kernel void other(__global float* x) {}\n")
     with pytest.raises(RuntimeError, match=r"without kernel twice \(it has: other\)"):
         backend.kernel(program, "twice")
+
+
+@pytest.mark.parametrize("source, why", [
+    (opencl.PROBE, None),
+    ("#if 0\n" + opencl.PROBE + "\n#endif\n__kernel void nn_other(__global float *a) { a[0] = 1.0f; }",
+     r"its compiler \(OpenCL .*\) gives programs without their kernels"),
+    (opencl.PROBE.replace("exp(a[0])", "2.0f"), "runs kernels wrongly: exp\\(0\\) gave 2.0"),
+    (opencl.PROBE.replace(";", ""), "cannot compile kernels: .*error"),
+])
+def test_the_device_probe_builds_launches_and_reads_a_kernel(source, why):
+    """What opencl.unusable asks of the device it would pick: a program that lacks its kernel (as
+    pyopencl's PoCL 3.0 wheel gave on an AMD EPYC) or computes wrongly makes the backend unusable,
+    with the reason in one line."""
+    import pyopencl as cl
+
+    reason = opencl.probe_reason(cl, opencl._pick_device(cl), source)
+    if why is None:
+        assert reason is None
+    else:
+        assert reason is not None and "\n" not in reason
+        assert re.search(why, reason), reason
