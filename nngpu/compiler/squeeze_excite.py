@@ -9,7 +9,7 @@ and the first layer's output are never stored. Only on a target with the templat
 device: its one work-group runs on one thread, which is all the work needs)."""
 from __future__ import annotations
 
-from ..ops.lib.device import channel_lanes
+from ..ops.lib.device import channel_lanes, largest_divisor
 from .gemm_fold import only_one, positions, reads
 from .library import has_template, specialise
 from .render import float_literal
@@ -68,7 +68,7 @@ def _one_row_layer(step: Step | None, a: int, k: int) -> bool:
 def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> TemplateStep:
     c = int(mean.defines["C"])
     mv = int(mean.defines["VW"])   # the mean's own vectors: its sums lane for lane (RV 1) as column_sum.cl's
-    cv = max(d for d in range(1, MOST_CHAINS + 1) if (c // mv) % d == 0)
+    cv = largest_divisor(c // mv, MOST_CHAINS)
     defines: dict[str, object] = dict(GROUP=GROUP, R=mean.defines["R"], C=c, MV=mv, CV=cv, RV=MOST_CHAINS // cv)
     if "COUNT" in mean.defines:
         defines["COUNT"] = mean.defines["COUNT"]

@@ -43,7 +43,7 @@ from .lib.conv_kernels import (
     quant_forward,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
-from .lib.device import QUANT8, activation, activation_defines, channel_lanes, floats, gemm_epilogue
+from .lib.device import QUANT8, activation, activation_defines, channel_lanes, floats, gemm_epilogue, largest_divisor
 from .lib.dtypes import dtype_of
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -264,7 +264,7 @@ def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     # [Cout, KH, KW, Cin] -> [KH, KW, Cin, Cout]: a tap's output channels contiguous
     f = node.constant(np.ascontiguousarray(node.input(1).reshape(g.cout, -1).T), F32)
     # up to DIRECT_MOST_VECTORS vectors of channels a work-item: each input broadcast feeds them all
-    cv = max(d for d in range(1, DIRECT_MOST_VECTORS + 1) if (g.cout // vw) % d == 0)
+    cv = largest_divisor(g.cout // vw, DIRECT_MOST_VECTORS)
     defines = {**_strip_defines(g, vw, node.params.activation), "CIN": g.cin, "CV": cv}
     return Stored(node.library("conv", [x, f, b], _strips(g, vw * cv), defines, then_row=g.cout))
 

@@ -43,7 +43,8 @@ from .lib.conv_common import (
     window_valid_mask,
     window_view,
 )
-from .lib.device import QUANT8, activation, activation_defines, channel_lanes, floats, types_in
+from .lib.device import (QUANT8, activation, activation_defines, channel_lanes, floats, largest_divisor,
+                         types_in)
 from .lib.dtypes import quant_range
 from .lib.quant import activation_range_quant
 from .lib.reduce_device import extreme
@@ -229,7 +230,7 @@ def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
             or not node.has_library("max_pool")):
         return None
     pixels, vectors = src.n * oh * ow, src.c // vw
-    pv = max(d for d in range(1, vectors + 1) if vectors % d == 0 and (d == 1 or pixels * vectors // d >= POOL_ITEMS))
+    pv = largest_divisor(vectors, vectors, lambda d: pixels * vectors // d >= POOL_ITEMS)
     defines: dict[str, object] = dict(VW=vw, PV=pv, N=src.n, H=src.h, W=src.w, C=src.c, OH=oh, OW=ow,
                                       KH=p.filter_h, KW=p.filter_w, SH=win.stride_h, SW=win.stride_w,
                                       PT=win.pad_top, PL=win.pad_left, **activation_defines(p.activation))

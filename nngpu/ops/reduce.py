@@ -22,7 +22,7 @@ from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import Acc, BufferTensor, Compute, Const, Expr, Loop, Reduce, Stored, reduce_sum
 from .lib.axes import MAX_RANK, check_max_rank, resolve_axis
-from .lib.device import COPYABLE, channel_lanes, types_in
+from .lib.device import COPYABLE, channel_lanes, largest_divisor, types_in
 from .lib.reduce_device import extreme, float_sum, reduced_count, reduced_slice
 from .node import OpNode
 from .registry import HalVersion as V
@@ -205,7 +205,7 @@ def _column_vectors(b: int, c: int, most: int = 8) -> tuple[int, int] | None:
     if vw is None:
         return None
     per_b = c // vw
-    cv = max(d for d in range(1, most + 1) if per_b % d == 0 and (d == 1 or b * per_b // d >= 2))
+    cv = largest_divisor(per_b, most, lambda d: b * per_b // d >= 2)
     return vw, cv
 
 

@@ -55,6 +55,12 @@ def channel_lanes(channels: int, narrowest: int = 4) -> int | None:
     return next((v for v in (16, 8, 4, 2) if v >= narrowest and channels % v == 0), None)
 
 
+def largest_divisor(n: int, most: int, fits: Callable[[int], bool] = lambda d: True) -> int:
+    """The largest d up to `most` that divides `n` and `fits` (1 always: a template's count of
+    vectors a work-item takes, say, where `fits` asks that enough work-items are left)."""
+    return max(d for d in range(1, most + 1) if n % d == 0 and (d == 1 or fits(d)))
+
+
 def activation_defines(code: int) -> dict[str, str]:
     """A template's #defines LO and HI for a fused float activation (none for NONE)."""
     bounds = activation_bounds(code)
