@@ -81,11 +81,16 @@ def _path(name: str) -> Path:
     return zoo_model(name[4:]) if name.startswith("zoo:") else mediapipe_model(name)
 
 
+def loaded(name: str) -> tuple:
+    """(name, path, imported model, its fixed-seed inputs); a skip where the model is missing."""
+    path = _path(name)
+    imported = load_tflite(path)
+    return name, path, imported, random_inputs(imported.inputs, seed=0)
+
+
 @pytest.fixture(scope="module", params=NAMES)
 def model(request):
-    path = _path(request.param)
-    imported = load_tflite(path)
-    return request.param, path, imported, random_inputs(imported.inputs, seed=0)
+    return loaded(request.param)
 
 
 def _record(benchmark, key) -> None:
