@@ -20,12 +20,12 @@ import time
 import pytest
 
 pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
-litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
 
 from nngpu.session import Session  # noqa: E402
 
 from .common import show_summary  # noqa: E402
-from .test_bench_tflite import BACKENDS, NAMES, loaded  # noqa: E402
+from .test_bench_tflite import BACKENDS, NAMES, interpreter, loaded  # noqa: E402
 
 BLOCKS = int(os.environ.get("NNGPU_BENCH_BLOCKS", "8"))
 RUNS = 12       # runs a block
@@ -67,15 +67,12 @@ def _block(run) -> float:
 @pytest.mark.parametrize("backend", DEVICES)
 def test_paired(benchmark, model, backend):
     name, path, imported, inputs = model
-    interpreter = litert.Interpreter(model_path=str(path), num_threads=THREADS)
-    interpreter.allocate_tensors()
-    for detail, value in zip(interpreter.get_input_details(), inputs):
-        interpreter.set_tensor(detail["index"], value)
+    reference = interpreter(path, inputs, THREADS)
     with Session(imported, backend) as session:
         session.set_inputs(inputs)
         blocks: list[tuple[float, float]] = []
         benchmark.group = f"paired {name}"
-        benchmark.pedantic(lambda: blocks.append((_block(interpreter.invoke), _block(session.execute))),
+        benchmark.pedantic(lambda: blocks.append((_block(reference.invoke), _block(session.execute))),
                            rounds=BLOCKS, warmup_rounds=1)
     ratios = [ours / tflite for tflite, ours in blocks[-BLOCKS:]]
     tflite = statistics.median(t for t, _ in blocks[-BLOCKS:])

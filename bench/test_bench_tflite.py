@@ -99,13 +99,19 @@ def _record(benchmark, key) -> None:
         RESULTS[key] = stats.stats.median
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_tflite(benchmark, model, threads):
-    name, path, _, inputs = model
+def interpreter(path: Path, inputs: list, threads: int):
+    """TFLite's interpreter of the model with `threads` threads, its inputs set."""
     it = litert.Interpreter(model_path=str(path), num_threads=threads)
     it.allocate_tensors()
     for d, a in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], a)
+    return it
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tflite(benchmark, model, threads):
+    name, path, _, inputs = model
+    it = interpreter(path, inputs, threads)
     benchmark.group = name
     benchmark.extra_info["threads"] = threads
     benchmark.pedantic(it.invoke, rounds=TFLITE_ROUNDS, warmup_rounds=3)
