@@ -272,6 +272,11 @@ class Backend(ABC):
         """What besides the source decides the binary: device, driver, compiler options."""
         return ""
 
+    def relaxed_float32_reason(self) -> str:
+        """Why a model that allows float16 (relaxComputationFloat32toFloat16) still computes in
+        float32 here, as the spec permits: prepare logs it."""
+        return f"the {self.name} backend has no float16 kernels yet"
+
     def build(self, source: str) -> tuple[bytes | None, Any]:
         """Compile `source`: (the binary to cache, None where compiler_caches; the loaded program)."""
         raise NotImplementedError(f"the {self.name} backend compiles no kernels")

@@ -307,6 +307,11 @@ class OpenCLBackend(Backend):
             self.cl.enqueue_copy(self.queue, dst, src, byte_count=int(nbytes), dst_offset=int(dst_offset),
                                  src_offset=int(src_offset))
 
+    def relaxed_float32_reason(self) -> str:
+        if "cl_khr_fp16" not in self.device.extensions.split():
+            return "the device has no float16 arithmetic (no cl_khr_fp16)"
+        return "the OpenCL backend has no float16 kernels yet"
+
     def cache_identity(self) -> str:
         d = self.device
         return " ".join((d.name, d.platform.version, d.driver_version, *self.OPTIONS))

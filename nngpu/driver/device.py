@@ -214,6 +214,9 @@ class Device(HidlDevice):
             prepared = PreparedModel(self._compile(runner, programs), self._resolve_token, priority, self._pools)
         log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
                  (time.perf_counter() - t0) * 1e3)
+        if m.relaxComputationFloat32toFloat16:
+            log.info("relaxComputationFloat32toFloat16: computed in float32 on %s: %s", self.backend_name,
+                     self.backend.relaxed_float32_reason())
         return prepared
 
     def _compile(self, runner: GraphRunner, programs: ProgramSet):
