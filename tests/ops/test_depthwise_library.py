@@ -9,6 +9,7 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.hal import OperationType as Op
+from nngpu.ops.conv import depthwise_pixels
 from nngpu.testing import output, single_op_model, tensor
 
 from .device_check import F32, cpu_templates, data, flag, i32, reference_and_opencl
@@ -24,8 +25,11 @@ CASES = {
     "narrow-row": (5, 2, 8, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 0, 8),
     "wide-dilated-s2": (6, 13, 8, 3, 5, (4, 4, 1, 1), (2, 1), (3, 1), 0, 8),
     "wide-dilated-s4": (4, 25, 4, 1, 7, (0, 0, 0, 0), (4, 1), (2, 1), 0, 4),
-    # rows of several strips of ROW_PIXELS outputs, wholly inside and past the last
+    # rows longer than a strip (depthwise_pixels): strips of 4 where no divisor from 8 down to 4
+    # divides the row (the last one partial), else strips that divide it; a row of up to 16 whole
     "long-row-s1": (6, 23, 16, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 0, 16),
+    "strips-of-8": (4, 24, 8, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 0, 8),
+    "strips-of-5-5x5": (3, 20, 16, 5, 5, (2, 2, 2, 2), (1, 1), (1, 1), 3, 16),
     "long-row-5x5-s2": (9, 30, 8, 5, 5, (2, 2, 2, 2), (2, 2), (1, 1), 1, 8),
     "long-row-unpadded": (5, 21, 4, 3, 3, (0, 0, 0, 0), (1, 1), (1, 1), 3, 4),
     "pairs-c42": (8, 9, 42, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1), 1, 2),   # the face detector's 42 channels
@@ -44,7 +48,10 @@ def test_the_depthwise_template_matches_the_reference(case):
     out = output(F32, [0] * 4)
     model = single_op_model(Op.DEPTHWISE_CONV_2D, inputs, [out])
     sources = cpu_templates(model, inputs)
-    assert any(f"#define VW {vw}\n" in s and "FILTER(ky, kx)" in s for s in sources), "the template did not run"
+    ow = (w + pads[0] + pads[1] - (kw - 1) * dilations[0] - 1) // strides[0] + 1
+    pix = depthwise_pixels(ow, vw)
+    assert any(f"#define VW {vw}\n#define PIX {pix}\n" in s and "FILTER(ky, kx)" in s for s in sources), \
+        "the template did not run"
     ref, got = reference_and_opencl(Op.DEPTHWISE_CONV_2D, inputs, out)
     # the same taps in the same order: only contraction into fused multiply-adds may differ
     np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-5, atol=1e-5)
