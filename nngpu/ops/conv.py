@@ -232,9 +232,10 @@ ROW_MOST_PIXELS, ROW_MOST_FLOATS = 16, 256
 
 def depthwise_pixels(ow: int, vw: int) -> int:
     """PIX of kernels/depthwise.cl for rows of OW pixels in vectors of VW channels: the whole row
-    where its sums fit in registers, else the largest divisor of OW from 8 down to 4, else 4. A
-    strip that divides the row is never partial (a partial one takes the bounds-tested path), and
-    at stride 1 the windows of a longer strip share more of their input loads. On PoCL, alone:
+    where it has up to ROW_MOST_PIXELS and its sums fit in ROW_MOST_FLOATS, else the largest
+    divisor of OW from 8 down to 4, else 4 (the last strip of a row partial). A strip that
+    divides the row is never partial (a partial one takes the bounds-tested path), and at stride 1
+    the windows of a longer strip share more of their input loads. On PoCL, alone:
     MobileNet v3's 14 x 14 and 7 x 7 5x5 layers 2-3x faster as whole rows than in strips of 4
     (14 x 14 x 240: 31-42 -> 14-25 us), MobileNet v2's and hand landmarks' 28-112 pixel rows
     1.2-2x in strips of 7 or 8; the compile no slower."""
