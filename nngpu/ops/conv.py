@@ -224,7 +224,7 @@ def _float_conv(kind: str):
     return build
 
 
-ROW_PIXELS = 4   # neighbouring output pixels of a row a work-item of kernels/conv.cl computes
+ROW_PIXELS = 4   # output pixels of a row a work-item of kernels/conv.cl computes (depthwise.cl: the fallback)
 # the most output pixels of a row a work-item of kernels/depthwise.cl computes, and the most floats
 # of their sums (PIX vectors of VW), held in registers (as the CPU GEMM's 4 rows of 64 columns)
 ROW_MOST_PIXELS, ROW_MOST_FLOATS = 16, 256
