@@ -216,13 +216,18 @@ def unusable(index: int | None = None) -> str | None:
     return answer[0] if answer else "the OpenCL device probe failed"
 
 
+def kernel_names(cl, program) -> list[str]:
+    """The kernels a built program has."""
+    return [n for n in program.get_info(cl.program_info.KERNEL_NAMES).split(";") if n]
+
+
 def probe_reason(cl, device, source: str) -> str | None:
     """Why `device` cannot build `source` and run its kernel nn_probe on [0.0] (giving
     exp(0) = 1), or None."""
     try:
         context = cl.Context([device])
         program = cl.Program(context, source).build()
-        if "nn_probe" not in program.get_info(cl.program_info.KERNEL_NAMES).split(";"):
+        if "nn_probe" not in kernel_names(cl, program):
             return (f"the OpenCL device cannot compile kernels: its compiler "
                     f"({device.platform.version.strip()}) gives programs without their kernels")
         queue = cl.CommandQueue(context)
@@ -310,7 +315,7 @@ class OpenCLBackend(Backend):
     def relaxed_float32_reason(self) -> str:
         if "cl_khr_fp16" not in self.device.extensions.split():
             return "the device has no float16 arithmetic (no cl_khr_fp16)"
-        return "the OpenCL backend has no float16 kernels yet"
+        return super().relaxed_float32_reason()
 
     def cache_identity(self) -> str:
         d = self.device
@@ -330,13 +335,13 @@ class OpenCLBackend(Backend):
         try:
             return self.cl.Kernel(program, name)  # its own object: segments set their own arguments
         except self.cl.LogicError as e:
-            built = program.get_info(self.cl.program_info.KERNEL_NAMES)
-            if name in built.split(";"):
+            built = kernel_names(self.cl, program)
+            if name in built:
                 raise
             # pyopencl's wheel PoCL (3.0, LLVM 14) did this on an AMD EPYC: a clean build, no kernels
             raise RuntimeError(f"the OpenCL compiler ({self.device.platform.version.strip()}) gave a program "
-                               f"without kernel {name} (it has: {built or 'none'}); with pyopencl's PoCL wheel, "
-                               "install the system's PoCL (Debian: pocl-opencl-icd)") from e
+                               f"without kernel {name} (it has: {', '.join(built) or 'none'}); with pyopencl's "
+                               "PoCL wheel, install the system's PoCL (Debian: pocl-opencl-icd)") from e
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
                    then: str | None = None, ldb: int | None = None, scale: bool = False) -> tuple[str, str, Grid]:
