@@ -234,8 +234,12 @@ __kernel void nn_gemm_vec(__global const float* restrict A, __global const float
 // products along K, VW lanes at a time (rows of A and of B are both contiguous in K; the loops
 // over them unrolled, as above), summing the lanes at the end and K's last K % VW terms in
 // scalars. A partial block reads its last row or column again in place of the missing ones and
-// stores only what exists. Launch: global = (ceil(N / NT_COLS), ceil(M / NT_ROWS)).
+// stores only what exists. NT_ROWS is 4, or 1 where the backend defines it so for a GEMM of one
+// row (a classifier's fully connected layer): 4 would compute that row 4 times over. Each
+// element's sum is the same either way. Launch: global = (ceil(N / NT_COLS), ceil(M / NT_ROWS)).
+#ifndef NT_ROWS
 #define NT_ROWS 4
+#endif
 #define NT_COLS 4
 #if VW == 16
 #define HALVES(v) ((v).lo + (v).hi)

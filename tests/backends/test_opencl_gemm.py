@@ -13,7 +13,7 @@ import pytest
 from nngpu.backends import device_backends
 from nngpu.backends.base import kernel_template
 from nngpu.backends.opencl import (CPU_GEMM_GROUP, GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK, cpu_gemm_grid,
-                                   cpu_gemm_row_stride, gemm_vectors)
+                                   cpu_gemm_row_stride, gemm_vectors, nt_rows)
 from nngpu.compiler.steps import GemmStep
 from nngpu.driver.device import Device
 
@@ -22,9 +22,11 @@ from .test_opencl import plan_of
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 
-def _dot_blocks(m: int, n: int):
-    grid = cpu_gemm_grid(-(-n // NT_BLOCK), -(-m // NT_BLOCK))
-    return grid.threads, grid.group
+def _dot_blocks(rows: int):
+    def launch(m: int, n: int):
+        grid = cpu_gemm_grid(-(-n // NT_BLOCK), -(-m // rows))
+        return grid.threads, grid.group
+    return launch
 
 
 def _row_blocks(vw: int, nv: int):
@@ -45,7 +47,8 @@ SCHEDULES = [pytest.param("nn_gemm_tiled", "", False, _tiles, id="tiled"),
              *[pytest.param("nn_gemm_vec", f"#define VW {vw}\n#define NV {nv}\n", False, _row_blocks(vw, nv),
                             id=f"vec_{nv}x{vw}") for vw, nv in [(8, 1), (8, 3), (8, 5), (8, 6), (16, 1), (16, 2),
                                                                      (16, 3), (16, 4)]],
-             pytest.param("nn_gemm_nt_vec", "#define VW 16\n", True, _dot_blocks, id="nt_vec")]
+             pytest.param("nn_gemm_nt_vec", "#define VW 16\n", True, _dot_blocks(NT_BLOCK), id="nt_vec"),
+             pytest.param("nn_gemm_nt_vec", "#define VW 16\n#define NT_ROWS 1\n", True, _dot_blocks(1), id="nt_vec_row")]
 SIZES = [(1, 1, 1), (9, 37, 33), (64, 48, 16), (13, 100, 70), (70, 33, 65), (6, 48, 40)]
 
 
@@ -148,3 +151,31 @@ def test_filter_is_read_in_place_from_k_512(name, in_place):
     weights = np.frombuffer(model.operandValues, np.uint8)
     assert gemm.b_transposed == in_place
     assert np.shares_memory(segment.buffers[gemm.args[1]].hostbuf, weights) == in_place
+
+
+@pytest.mark.parametrize("m, rows", [(1, 1), (2, NT_BLOCK), (49, NT_BLOCK)])
+def test_one_row_with_b_transposed_is_computed_once(backend, m, rows):
+    """A GEMM of one row with B transposed (a classifier's fully connected layer) launches one
+    row of work-items, each computing that row once (NT_ROWS 1), and stores the same bits as
+    blocks of 4 rows."""
+    assert nt_rows(m) == rows
+    n, k = 37, 1030
+    source, name, grid = backend._gemm_unit(m, n, True, None)
+    assert name == "nn_gemm_nt_vec" and ("#define NT_ROWS 1\n" in source) == (rows == 1)
+    assert grid.threads[1] == -(-m // rows)
+    rng = np.random.default_rng(m)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((n, k), dtype=np.float32)
+    outs = []
+    for text, launch in ((source, grid), ("#define VW 16\n" + kernel_template("gemm.cl"),
+                                          cpu_gemm_grid(-(-n // NT_BLOCK), -(-m // NT_BLOCK)))):
+        kernel = backend.compile(text, [name])[0]
+        bufs = [backend.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32))]
+        backend.upload(bufs[0], a)
+        backend.upload(bufs[1], b)
+        kernel.set_args(*bufs, np.int32(m), np.int32(n), np.int32(k))
+        backend.cl.enqueue_nd_range_kernel(backend.queue, kernel, launch.threads, launch.group)
+        c = np.empty((m, n), np.float32)
+        backend.download(bufs[2], c)
+        outs.append(c)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], a @ b.T, rtol=1e-5, atol=1e-4)
