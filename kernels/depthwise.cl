@@ -23,8 +23,9 @@
 // the filter's vector of tap (ky, kx)
 #define FILTER(ky, kx) VLOAD(VW)(0, w + ((ky) * KW + (kx)) * C + c)
 
-__kernel void NAME(__global const float* restrict x, __global const float* restrict w,
-                   __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
+// One work-item's strip (a work-item past the last returns at once)
+inline void depthwise_strip(__global const float* restrict x, __global const float* restrict w,
+                            __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
     STRIP_START;
     VEC(VW) acc[1][PIX];   // one vector of channels (CV 1)
     STRIP_BIAS(acc);
@@ -51,4 +52,9 @@ __kernel void NAME(__global const float* restrict x, __global const float* restr
         }
     }
     STORE_STRIP(acc);
+}
+
+__kernel void NAME(__global const float* restrict x, __global const float* restrict w,
+                   __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
+    depthwise_strip(x, w, bias THEN_ARGS, out);
 }

@@ -2,7 +2,7 @@
 // THEN_ROW elements (C, a pixel's channels, unless the kernel defines THEN_ROW first: gemm.cl's
 // rows of N). THEN_AT(y, r, c) passes y, the element of row r at column c, to the kernel's
 // function nn_then; THEN_VEC(n, y, r, c), n lanes of row r from column c, to nn_then_vn (both
-// defined before the kernel's text, with THEN). Without THEN, THEN_PARAMS adds no parameters.
+// defined before the kernel's text, with THEN). Without THEN, THEN_PARAMS and THEN_ARGS add none.
 // A kernel takes it with #include "then.h".
 #ifndef THEN_ROW
 #define THEN_ROW C
@@ -13,4 +13,5 @@
 #define THEN_VEC(n, y, r, c) THEN_VEC_(n, y, r, c)
 #else
 #define THEN_PARAMS
+#define THEN_ARGS
 #endif

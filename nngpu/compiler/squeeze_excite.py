@@ -18,7 +18,7 @@ from .steps import GemmStep, Step, TemplateStep, TensorInfo
 from .target import Target
 
 GROUP = 64        # the work-items of the kernel's one work-group
-MOST_CHAINS = 8   # sums of a mean a work-item keeps side by side (CV vectors of RV sets of rows)
+MOST_CHAINS = 8   # sums of a mean a work-item keeps side by side (MCV vectors of MRV sets of rows)
 # the largest layer it takes, in weights: one thread reads them (MobileNet v3's largest
 # squeeze-and-excite layer has 576 x 144; its classifier's 576 x 1024 stays a GEMM)
 MOST_WEIGHTS = 1 << 17
@@ -69,7 +69,7 @@ def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> Templat
     c = int(mean.defines["C"])
     mv = int(mean.defines["VW"])   # the mean's own vectors: its sums lane for lane (RV 1) as column_sum.cl's
     cv = largest_divisor(c // mv, MOST_CHAINS)
-    defines: dict[str, object] = dict(GROUP=GROUP, R=mean.defines["R"], C=c, MV=mv, CV=cv, RV=MOST_CHAINS // cv)
+    defines: dict[str, object] = dict(GROUP=GROUP, R=mean.defines["R"], C=c, MV=mv, MCV=cv, MRV=MOST_CHAINS // cv)
     if "COUNT" in mean.defines:
         defines["COUNT"] = mean.defines["COUNT"]
     args, heads, bodies = [mean.args[0]], [], []
@@ -79,13 +79,12 @@ def _head(mean: TemplateStep, layers: list[GemmStep], target: Target) -> Templat
         args += layer.args[1:3]   # its weights, its bias
         if layer.folded is not None:   # the folded kernel's function (FIRST before a second layer), its buffers
             kernel, key = layer.folded
-            macro = "THEN" if n == len(layers) else "FIRST"
+            macro = "EXCITE" if n == len(layers) else "FIRST"
             head, body = then_source(target.renderer, kernel, key, layer.n, False, macro)
             heads, bodies = heads + head, bodies + body
             args += layer.args[3:-1]
     if len(layers) == 2:
         defines["HV"] = channel_lanes(layers[0].n) or 1   # 1: scalars
-    defines["THEN_ROW"] = layers[-1].n
     args.append(layers[-1].args[-1])
     name = f"{mean.name}_excite"
     then = "\n".join([*dict.fromkeys(heads), *bodies]) + "\n" if bodies else ""

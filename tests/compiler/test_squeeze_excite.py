@@ -94,7 +94,7 @@ def test_mobilenets_head_is_one_kernel():
     steps = _steps(model)
     (one,) = _heads(steps)
     assert not [s for s in steps if isinstance(s, (GemmStep, KernelStep))]
-    assert len(one.ops) == 4 and one.defines["N1"] == 12 and one.defines["N2"] == C and "nn_then" in one.source
+    assert len(one.ops) == 4 and one.defines["N1"] == 12 and one.defines["N2"] == C and "nn_excite(" in one.source
     assert one.args[0] == model.main.inputIndexes[0] and one.args[-1] == model.main.outputIndexes[0]
 
 
@@ -126,11 +126,11 @@ def test_nothing_folds_where_the_mean_is_read_elsewhere_a_layer_is_large_or_on_a
 @pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 @pytest.mark.parametrize("kind", ["mobilenet", "efficientnet", "scaled"])
 @pytest.mark.parametrize("infinite", [False, True], ids=["finite", "an-infinity"])
-@pytest.mark.parametrize("c", [16, C, 128])   # the mean's rows in 8, 2 and 1 sets (RV): 49 rows, a tail past 48
+@pytest.mark.parametrize("c", [16, C, 128])   # the mean's rows in 8, 2 and 1 sets (MRV): 49 rows, a tail past 48
 def test_the_head_gives_numpys_and_the_unfolded_plans_answer(kind, infinite, c):
     model, want = head(kind, c=c)
     (one,) = _heads(_steps(model))
-    assert one.defines["RV"] == {16: 8, C: 2, 128: 1}[c]
+    assert one.defines["MRV"] == {16: 8, C: 2, 128: 1}[c]
     x = np.random.default_rng(5).standard_normal([1, HW, HW, c]).astype(np.float32)
     _the_same(model, want, x, infinite)
 
