@@ -54,7 +54,38 @@ inline void depthwise_strip(__global const float* restrict x, __global const flo
     STORE_STRIP(acc);
 }
 
+#ifdef EXCITE_HEAD
+// With EXCITE_HEAD (compiler/squeeze_excite.py), the squeeze-and-excite head that pools this
+// layer's output runs in the same launch: each work-group, once its strips are stored, counts
+// itself in `arrived`, and the last to arrive runs the head (kernels/excite.h, with its #defines)
+// on the whole output, then sets `arrived` back to 0 for the next launch. The head's own launch,
+// and the wait for it, go; its work is the same, on one thread as before. Only on a CPU device,
+// whose work-groups share one coherent memory: a group's stores, fenced before its atomic
+// increment, are there for the group that counts after it. Launch: work-groups of GROUP.
+#include "kahan.h"
+#include "excite.h"
+__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+void NAME(__global const float* restrict x, __global const float* restrict w,
+          __global const float* restrict bias THEN_PARAMS, __global const float* restrict w1,
+          __global const float* restrict b1 FIRST_PARAMS SECOND_PARAMS EXCITE_PARAMS, __global float* restrict out,
+          __global float* restrict gate, __global volatile int* arrived) {
+    __local float scratch[EXCITE_SCRATCH];
+    __local int last;
+    depthwise_strip(x, w, bias THEN_ARGS, out);
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        last = atomic_inc(arrived) == (int)get_num_groups(0) - 1;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (last) {
+        excite_head(out, w1, b1 FIRST_ARGS SECOND_ARGS EXCITE_ARGS, gate, scratch);
+        if (get_local_id(0) == 0) *arrived = 0;
+    }
+}
+#else
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,
                    __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
     depthwise_strip(x, w, bias THEN_ARGS, out);
 }
+#endif

@@ -175,7 +175,9 @@ def only_one(at: list[int] | None) -> int | None:
 
 def reads(step: Step) -> list[int]:
     """The tensors a step reads."""
-    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+    if isinstance(step, TemplateStep):
+        return step.args[:-step.outputs]
+    if isinstance(step, (KernelStep, GemmStep)):
         return step.args[:-1]
     if isinstance(step, Transfer):
         return [] if step.to_device else [step.tensor]
@@ -185,7 +187,9 @@ def reads(step: Step) -> list[int]:
 
 def writes(step: Step) -> list[int]:
     """The tensors a step writes."""
-    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+    if isinstance(step, TemplateStep):
+        return step.args[-step.outputs:]
+    if isinstance(step, (KernelStep, GemmStep)):
         return step.args[-1:]
     if isinstance(step, Transfer):
         return [step.tensor] if step.to_device else []

@@ -308,7 +308,8 @@ class _Emitter:
             self.steps = fold_residual_adds(self.steps, self.tensors, self.aliases, needed)
             self.steps = fold_elementwise_consumers(self.steps, self.tensors, self.aliases, needed, self.low.target)
             self.steps = fold_column_scales(self.steps, self.tensors, self.aliases, needed)
-            self.steps = fold_squeeze_excite(self.steps, self.tensors, self.aliases, needed, self.low.target)
+            self.steps = fold_squeeze_excite(self.steps, self.tensors, self.aliases, needed, self.low.target,
+                                             self.constants, self.low.new_id)
             known.on_device -= stored - set(self.tensors)   # GEMM outputs an ADD took over
         spec = SegmentSpec(self.low.start, self.low.target, self.steps, self.tensors, self.constants,
                            self.aliases, stop=stop, known=known, device_ops=len(self.device_ops),

@@ -112,7 +112,7 @@ class TemplateStep:
     name: str
     source: str
     size: int
-    args: list[int]             # tensors: the kernel's inputs in parameter order, then its output
+    args: list[int]             # tensors: the kernel's inputs in parameter order, then its outputs
     ops: list[int]
     grid: Grid
     # a template that calls a folded elementwise kernel as it stores (#define THEN, its function
@@ -120,6 +120,7 @@ class TemplateStep:
     then_row: int | None = None
     kind: str = ""              # the template (Target.templates), and the #defines it was specialised by
     defines: dict[str, object] = field(default_factory=dict)
+    outputs: int = 1            # the last so many args are what it writes (a depthwise kernel running a head: 3)
 
     @property
     def tensors(self) -> list[int]:

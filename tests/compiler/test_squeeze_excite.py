@@ -36,14 +36,15 @@ def _conv1x1(b: ModelBuilder, x: int, cin: int, cout: int, act: int, seed: int):
     return y, lambda v: np.clip(v @ w.reshape(cout, cin).T + bias, *clamp)
 
 
-def head(kind: str, hidden: int = 12, mean_is_output: bool = False, c: int = C):
-    """x [1, HW, HW, c] -> MEAN -> the head's layers: the model and its numpy answer.
+def _mean(b: ModelBuilder, x: int, c: int) -> int:
+    return b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32,
+                [1, 1, 1, c])
+
+
+def _layers(b: ModelBuilder, pooled: int, kind: str, hidden: int, c: int):
+    """The head's layers on the pooled pixel [1, 1, 1, c]: their output and numpy function.
     mobilenet: CONV(RELU) -> CONV(+3 in the bias, RELU6) -> MUL(1/6); efficientnet:
     CONV -> swish (LOGISTIC, MUL) -> CONV -> LOGISTIC."""
-    b = ModelBuilder()
-    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, c])
-    pooled = b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32,
-                  [1, 1, 1, c])
     shape = [1, 1, 1, c]
     if kind == "mobilenet":
         h, first = _conv1x1(b, pooled, c, hidden, 1, 1)
@@ -72,12 +73,53 @@ def head(kind: str, hidden: int = 12, mean_is_output: bool = False, c: int = C):
         def layers(v):
             t = first(v)
             return 1 / (1 + np.exp(-second(t / (1 + np.exp(-t)))))
+    return out, lambda v: layers(v.astype(np.float64).mean(axis=(1, 2))).reshape(shape)
+
+
+def head(kind: str, hidden: int = 12, mean_is_output: bool = False, c: int = C):
+    """x [1, HW, HW, c] -> MEAN -> the head's layers (_layers): the model and its numpy answer."""
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, c])
+    pooled = _mean(b, x, c)
+    out, want = _layers(b, pooled, kind, hidden, c)
     b.output(out)
     if mean_is_output:
         b.output(pooled)
+    return b.build(), want
+
+
+def _depthwise(b: ModelBuilder, x: int, hw: int, c: int, swish: bool):
+    """x [1, hw, hw, c] -> a 3x3 depthwise convolution (SAME, RELU), then HARD_SWISH where
+    `swish` (folded into the depthwise kernel's stores): its output and its numpy function."""
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((1, 3, 3, c)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    ins = [x, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias),
+           *(b.constant(T.INT32, v) for v in (1, 1, 1, 1, 0 if swish else 1))]
+    y = b.op(Op.DEPTHWISE_CONV_2D, ins, T.TENSOR_FLOAT32, [1, hw, hw, c])
+    if swish:
+        y = b.op(Op.HARD_SWISH, [y], T.TENSOR_FLOAT32, [1, hw, hw, c])
+
+    def reference(v: np.ndarray) -> np.ndarray:
+        p = np.pad(v.astype(np.float64), [(0, 0), (1, 1), (1, 1), (0, 0)])
+        s = sum(p[:, ky:ky + hw, kx:kx + hw, :] * w[0, ky, kx] for ky in range(3) for kx in range(3)) + bias
+        return s * np.clip(s + 3, 0, 6) / 6 if swish else np.maximum(s, 0)
+    return y, reference
+
+
+def pooled_block(kind: str, swish: bool, hw: int = HW, c: int = C):
+    """x -> a depthwise convolution (_depthwise) -> the head's layers on its mean -> the
+    convolution's output times the head's gate (a squeeze-and-excite block, as in MobileNet v3
+    and EfficientNet): the model and its numpy answer."""
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [1, hw, hw, c])
+    y, conv = _depthwise(b, x, hw, c, swish)
+    gate, layers = _layers(b, _mean(b, y, c), kind, 12, c)
+    b.output(b.op(Op.MUL, [y, gate, b.constant(T.INT32, 0)], T.TENSOR_FLOAT32, [1, hw, hw, c]))
 
     def want(v: np.ndarray) -> np.ndarray:
-        return layers(v.astype(np.float64).mean(axis=(1, 2))).reshape(shape)
+        t = conv(v)
+        return t * layers(t)
     return b.build(), want
 
 
@@ -152,3 +194,54 @@ def _the_same(model, want, x: np.ndarray, infinite: bool) -> None:
     np.testing.assert_allclose(folded, unfolded, rtol=1e-5, atol=1e-6)
     with np.errstate(invalid="ignore", over="ignore"):
         np.testing.assert_allclose(folded, want(x), rtol=1e-5, atol=1e-6)
+
+
+def _in_depthwise(steps) -> list[TemplateStep]:
+    return [s for s in steps if isinstance(s, TemplateStep) and "EXCITE_HEAD" in s.defines]
+
+
+@pytest.mark.parametrize("kind", ["mobilenet", "efficientnet"])
+@pytest.mark.parametrize("swish", [False, True], ids=["relu", "hard-swish"])
+def test_a_head_that_pools_a_depthwise_kernel_runs_in_its_launch(kind, swish):
+    """The depthwise kernel writes its output, the head's gate and its count (a constant 0 of its
+    own); its folded HARD_SWISH (nn_then) and the head's folded kernels (nn_first, nn_excite) sit
+    side by side in its source; two launches are left, the other the MUL by the gate."""
+    model, _ = pooled_block(kind, swish)
+    spec = lower_model(GraphRunner(model), CPU_TARGET)
+    (dw,) = _in_depthwise(spec.steps)
+    assert not _heads(spec.steps) and dw.kind == "depthwise" and dw.outputs == 3 and len(dw.ops) == 2 + len(
+        _heads(_steps(head(kind)[0]))[0].ops) - 1 + swish
+    assert ("#define THEN\n" in dw.source) == swish and "#define EXCITE\n" in dw.source
+    assert ("#define FIRST\n" in dw.source) == (kind == "efficientnet")
+    out, gate, count = dw.args[-3:]
+    assert spec.tensors[count].storage == "int" and spec.tensors[count].pinned
+    assert spec.constants[count].tolist() == [0]
+    (mul,) = [s for s in spec.steps if isinstance(s, (KernelStep, TemplateStep, GemmStep)) and s is not dw]
+    assert isinstance(mul, KernelStep) and {out, gate} <= set(mul.args[:-1])
+
+
+def test_a_head_stays_apart_from_a_depthwise_kernel_on_a_gpu():
+    assert not _in_depthwise(_steps(pooled_block("mobilenet", True)[0], OPENCL))
+
+
+@pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+@pytest.mark.parametrize("kind", ["mobilenet", "efficientnet"])
+@pytest.mark.parametrize("swish", [False, True], ids=["relu", "hard-swish"])
+@pytest.mark.parametrize("hw, c", [(HW, C), (28, 48), (20, 128)])   # 1, 6 and 10 work-groups of 64
+def test_the_last_work_group_to_finish_gives_numpys_answer_every_time(kind, swish, hw, c):
+    """On the OpenCL device here, three executions of one prepared plan on different inputs each
+    give numpy's answer and the unfolded plan's: the head ran in the last work-group after every
+    other group had stored its strips, each time (the count back at 0)."""
+    model, want = pooled_block(kind, swish, hw, c)
+    spec = lower_model(GraphRunner(model), CPU_TARGET)
+    (dw,) = _in_depthwise(spec.steps)
+    assert dw.grid.threads[0] // dw.grid.group[0] == {HW: 1, 28: 6, 20: 10}[hw]
+    backend = create("opencl")
+    folded = device_plan(GraphRunner(model), backend)
+    unfolded = device_plan(GraphRunner(model), backend, fuse=False)
+    rng = np.random.default_rng(hw + c)
+    for _ in range(3):
+        x = rng.standard_normal([1, hw, hw, c]).astype(np.float32)
+        got = np.asarray(folded.execute([x])[0])
+        np.testing.assert_allclose(got, np.asarray(unfolded.execute([x])[0]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want(x), rtol=1e-4, atol=1e-5)
