@@ -175,10 +175,8 @@ def only_one(at: list[int] | None) -> int | None:
 
 def reads(step: Step) -> list[int]:
     """The tensors a step reads."""
-    if isinstance(step, TemplateStep):
-        return step.args[:-step.outputs]
-    if isinstance(step, (KernelStep, GemmStep)):
-        return step.args[:-1]
+    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+        return step.args[:-len(step.written)]
     if isinstance(step, Transfer):
         return [] if step.to_device else [step.tensor]
     assert isinstance(step, HostStep)
@@ -187,10 +185,8 @@ def reads(step: Step) -> list[int]:
 
 def writes(step: Step) -> list[int]:
     """The tensors a step writes."""
-    if isinstance(step, TemplateStep):
-        return step.args[-step.outputs:]
-    if isinstance(step, (KernelStep, GemmStep)):
-        return step.args[-1:]
+    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+        return step.written
     if isinstance(step, Transfer):
         return [step.tensor] if step.to_device else []
     assert isinstance(step, HostStep)

@@ -66,6 +66,11 @@ class KernelStep:
         return self.args
 
     @property
+    def written(self) -> list[int]:
+        """The tensors it writes: its last arg."""
+        return self.args[-1:]
+
+    @property
     def size(self) -> int:
         return self.kernel.size
 
@@ -103,6 +108,11 @@ class GemmStep:
     def tensors(self) -> list[int]:
         return self.args
 
+    @property
+    def written(self) -> list[int]:
+        """The tensors it writes: C."""
+        return self.args[-1:]
+
 
 @dataclass
 class TemplateStep:
@@ -125,6 +135,11 @@ class TemplateStep:
     @property
     def tensors(self) -> list[int]:
         return self.args
+
+    @property
+    def written(self) -> list[int]:
+        """The tensors it writes: its last `outputs` args."""
+        return self.args[-self.outputs:]
 
 
 @dataclass

@@ -72,8 +72,7 @@ def _constant_buffers(backend: Backend, spec: SegmentSpec) -> dict[int, Any]:
     host memory where the backend reads it in place, else allocated and uploaded. spec.constants
     is emptied: an uploaded value is given up, so the backend's copy is the one kept."""
     written = {spec.aliases.get(t, t) for s in spec.steps
-               for t in (s.args[-s.outputs:] if isinstance(s, TemplateStep) else
-                         s.args[-1:] if isinstance(s, (KernelStep, GemmStep)) else
+               for t in (s.written if isinstance(s, (KernelStep, TemplateStep, GemmStep)) else
                          [s.tensor] if isinstance(s, Transfer) and s.to_device else [])}
     buffers: dict[int, Any] = {}
     while spec.constants:
