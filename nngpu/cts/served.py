@@ -42,8 +42,10 @@ class ServedDevice:
 
 
 def _read(log: IO[bytes]) -> str:
-    log.seek(0)
-    return log.read().decode(errors="replace")
+    """What the service wrote so far, read with pread: the child writes at the file offset it
+    shares with us, which a seek would move under its writes (a banner written over at 0)."""
+    fd = log.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
 
 def _wait_listening(proc: subprocess.Popen, log: IO[bytes], path: Path, timeout: float) -> str:
@@ -75,9 +77,7 @@ def served_device(backend: str, start_timeout: float = START_TIMEOUT_S) -> Itera
     """`nngpu serve --backend BACKEND` on a socket in a fresh 0700 folder, connected."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
     # /tmp, not $TMPDIR: a Unix socket path is at most 107 bytes
-    # the log appended to: the child shares its offset, which _read's seek would move under its writes
-    with tempfile.TemporaryDirectory(prefix="nngpu-cts-", dir="/tmp") as folder, \
-            tempfile.TemporaryFile(mode="a+b") as log:
+    with tempfile.TemporaryDirectory(prefix="nngpu-cts-", dir="/tmp") as folder, tempfile.TemporaryFile() as log:
         path = Path(folder) / "s.sock"
         proc = subprocess.Popen([sys.executable, "-m", "nngpu", "serve", "--backend", backend, "--socket", str(path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)

@@ -9,13 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from nngpu.cts import runner
-from nngpu.cts.served import served_device
+from nngpu.cts.served import _read, served_device
 from nngpu.json_models import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,3 +135,14 @@ def test_ctrl_c_stops_the_service():
     assert proc.wait(60) != 0, proc.stderr.read()
     assert not Path(f"/proc/{service}").exists()  # stopped and reaped
     assert not socket_folder.exists()
+
+
+def test_reading_the_service_log_leaves_the_offset_the_service_writes_at():
+    """The service writes its stderr at the file offset it shares with the reader: a read that
+    moved it (a seek to 0, then reading) let the banner be written over at 0, and the wait for it
+    ran to its timeout."""
+    with tempfile.TemporaryFile() as log:
+        os.write(log.fileno(), b"nngpu serve: numpy on /tmp/s.sock\n")
+        os.lseek(log.fileno(), 5, os.SEEK_SET)   # where the writer stands, mid-write
+        assert _read(log) == "nngpu serve: numpy on /tmp/s.sock\n"
+        assert os.lseek(log.fileno(), 0, os.SEEK_CUR) == 5

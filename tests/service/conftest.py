@@ -31,9 +31,11 @@ class Served:
     def __init__(self, socket_path: Path | None, *args: str, env: dict | None = None, wait: bool = True,
                  preexec_fn=None):
         self.path = socket_path
-        # appended to: the child shares the file's offset, which stderr()'s seek would move under
-        # its writes (a banner written over at offset 0 once kept a test waiting to its timeout)
-        self._log = tempfile.TemporaryFile(mode="a+b")
+        # The child writes at the file offset it shares with this process, which a seek here would
+        # move under its writes (a banner written over at offset 0 kept a test waiting to its
+        # timeout: mode "a+b" on TemporaryFile's descriptor seeks to the end once, it never sets
+        # O_APPEND). stderr() reads with pread, which leaves the offset alone.
+        self._log = tempfile.TemporaryFile()
         backend = [] if "--device" in args else ["--backend", "numpy"]
         cmd = [sys.executable, "-m", "nngpu", "serve", *backend, *args]
         if socket_path is not None:
@@ -62,8 +64,8 @@ class Served:
         return f"{state}, wchan {wchan or '-'}, stderr: {self.stderr()!r}"
 
     def stderr(self) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
+        fd = self._log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def exit(self, timeout: float = START_TIMEOUT_S) -> int:
         return self.proc.wait(timeout)
