@@ -131,7 +131,9 @@ def test_opencl_trace_has_every_step_per_execution(tmp_path, model):
         moves = [e for e in steps if e["cat"] == "transfer" and e["name"] != "outputs"]
         assert [(e["name"], e["args"]["tensor"]) for e in moves] == \
                [("upload" if s.to_device else "download", s.tensor) for s in plan if isinstance(s, Transfer)]
-        assert all(e["args"]["bytes"] > 0 for e in moves)
+        # a download moves its tensor; an upload may move nothing (0 bytes): the kernels read an
+        # input where the request's registered pool has it (runners.Upload.readers)
+        assert all(e["args"]["bytes"] > 0 for e in moves if e["name"] == "download")
         assert [e["name"] for e in steps if e["cat"] == "transfer"][-1] == "outputs"
     assert PREPARE_PHASES <= {e["name"] for e in events if e["cat"] == "prepare"}
 

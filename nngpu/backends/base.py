@@ -330,6 +330,20 @@ class Backend(ABC):
             raise NotImplementedError(f"the {self.name} backend's GEMM has no epilogue")
         return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed)
 
+    # Whether a bound step's buffer argument may be replaced between executions (`rebind`): the
+    # kernels reading an input then read it where the execution's device value already is (a
+    # registered pool, an IBuffer), and nothing copies it. Not where graphs record the arguments.
+    rebinds = False
+
+    def rebind(self, call: Callable[[], Any], index: int, buf: Any) -> None:
+        """Argument `index` of the kernel a `bind` or `bind_gemm` call launches is now `buf`."""
+        raise NotImplementedError(f"the {self.name} backend binds arguments once")
+
+    def region(self, buf: Any, offset: int, nbytes: int) -> Any | None:
+        """`nbytes` of `buf` from `offset` as a buffer that can be a kernel's argument (`buf`
+        itself from 0), or None where the device cannot make one at that offset."""
+        return buf if offset == 0 else None
+
     def timed(self, run: Callable[[], Any]) -> int | None:
         """Run a bound step alone and wait for it: its device time in ns from the backend's own
         events (profiling), None where it has none."""

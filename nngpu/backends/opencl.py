@@ -396,6 +396,20 @@ class OpenCLBackend(Backend):
                         *([] if scale is None else [scale]))
         return functools.partial(self.cl.enqueue_nd_range_kernel, self.queue, kernel, grid.threads, grid.group)
 
+    rebinds = True
+
+    def rebind(self, call, index: int, buf) -> None:
+        if call.func is not _nothing:   # an empty grid launches no kernel
+            call.args[1].set_arg(index, buf)
+
+    def region(self, buf, offset: int, nbytes: int):
+        """A sub-buffer, where `offset` is a multiple of the device's base address alignment."""
+        if offset == 0:
+            return buf
+        if offset % (self.device.mem_base_addr_align // 8):
+            return None
+        return buf.get_sub_region(offset, nbytes)
+
     def timed(self, run) -> int:
         """On a second queue with PROFILING_ENABLE, after the plan's queue has drained."""
         if self._timing_queue is None:

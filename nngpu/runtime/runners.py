@@ -48,17 +48,37 @@ class DeviceCall(StepRunner):
 
 class Upload(StepRunner):
     """Tensor t onto the device: a device-side copy from an input given as a device value, else
-    from its host value."""
+    from its host value. With `readers` (the bound kernel calls, and argument indexes, that read
+    the tensor's buffer: segment.py gives them where nothing else reads it and the backend
+    rebinds), a device value the backend can make an argument of is read in place instead: those
+    arguments are rebound to it, and back to the tensor's own buffer for a value copied there."""
 
     def __init__(self, backend: Backend, tensor: int, buf: Any, known: Known, dtype: np.dtype) -> None:
         self.backend, self.tensor, self.buf, self.known, self.dtype = backend, tensor, buf, known, dtype
+        self.readers: list[tuple[Callable[[], Any], int]] = []
+        self.bound = buf            # what the readers' arguments are now
+        self.in_place = False       # the last execution's value was read where it is
 
     def __call__(self, state: ExecutionState) -> None:
         value = state.device_inputs.get(self.tensor)
+        self.in_place = False
+        if value is not None and self.readers and value.nbytes == self.planned_nbytes():
+            region = self.backend.region(value.buf, value.offset, value.nbytes)
+            if region is not None:
+                self._bind(region)
+                self.in_place = True
+                return
+        self._bind(self.buf)
         if value is not None:
             self.backend.copy(self.buf, value.buf, value.nbytes, 0, value.offset)
             return
         self.backend.upload(self.buf, self.host_value(state))
+
+    def _bind(self, buf: Any) -> None:
+        if buf is not self.bound:
+            for call, index in self.readers:
+                self.backend.rebind(call, index, buf)
+            self.bound = buf
 
     def host_value(self, state: ExecutionState) -> np.ndarray:
         return np.ascontiguousarray(state.lookup(self.tensor, self.known))
@@ -83,6 +103,8 @@ class Upload(StepRunner):
         return functools.partial(self.backend.stage_in, self.buf, staging, source[1])
 
     def moved_bytes(self, state: ExecutionState) -> int | None:
+        if self.in_place:
+            return 0
         value = state.device_inputs.get(self.tensor)
         return value.nbytes if value is not None else _host_nbytes(state, self.known, self.tensor)
 

@@ -116,6 +116,10 @@ class Segment:
                 backend.prepare_gemm()
             # bound inside: a GEMM's program, compiled as it is bound, joins the compilation cache
             self.runners = [self._runner(s) for s in spec.steps]
+        # not where a graph records the arguments; nor before a barrier: a later segment reads
+        # this one's buffers
+        if backend.rebinds and not backend.graphs and spec.stop is None:
+            self._read_inputs_in_place()
         self.runs = split_runs(spec.steps)
         where = f"segment from operation {spec.start}"
         # the device runs as CUDA graphs, by run index (captured now for host inputs; see replay.py)
@@ -148,6 +152,29 @@ class Segment:
             return kind(backend, step.tensor, b[step.tensor], known, dtype)
         assert isinstance(step, HostStep)
         return HostOperation(self.plan.reference, self.plan.graph, step, known)
+
+    def _read_inputs_in_place(self) -> None:
+        """Each Upload's readers (runners.Upload), where only kernels read its tensor (or a view
+        of it), as arguments they never write (a GEMM as its A), and it is no model output: an
+        execution's device value is then read where it is, not copied."""
+        spec, outputs = self.spec, set(self.plan.graph.outputIndexes)
+        for upload, step in zip(self.runners, spec.steps):
+            if not isinstance(upload, Upload):
+                continue
+            views = {step.tensor} | {v for v, source in spec.aliases.items() if source == step.tensor}
+            readers: list | None = None if views & outputs else []
+            for runner, other in zip(self.runners, spec.steps):
+                if readers is None:
+                    break
+                if other is step or isinstance(other, HostStep) or not views & set(other.tensors):
+                    continue   # a host step reads the execution's value itself
+                kernel = isinstance(other, (KernelStep, TemplateStep, GemmStep))
+                at = [i for i, t in enumerate(other.args) if t in views] if kernel else []
+                if not at or views & set(other.written) or (isinstance(other, GemmStep) and at != [0]):
+                    readers = None
+                else:
+                    readers += [(runner.call, i) for i in at]
+            upload.readers = readers or []
 
     def _next(self, key: tuple, state: ExecutionState) -> "Segment":
         """The segment after this one's barrier, for the values of this execution."""
