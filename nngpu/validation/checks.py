@@ -16,8 +16,9 @@ MEMORY_NAMES = frozenset({"ashmem", "mmap_fd", "hardware_buffer_blob", "hardware
 
 
 def is_int(x: Any) -> bool:
-    """An integer that is not a bool (IntEnum members and numpy integers count)."""
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+    """An integer that is not a bool (IntEnum members and numpy integers count). A plain int
+    first: the ABC check costs about 0.3 us, and a request's fields take it a few dozen times."""
+    return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
 
 
 def uint32(x: Any, what: str) -> int:
