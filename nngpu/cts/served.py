@@ -43,7 +43,8 @@ class ServedDevice:
 
 def _read(log: IO[bytes]) -> str:
     """What the service wrote so far, read with pread: the child writes at the file offset it
-    shares with us, which a seek would move under its writes (a banner written over at 0)."""
+    shares with us, which a seek would move under its writes (a banner written over at 0 kept a
+    wait for it to its timeout: mode "a+b" on TemporaryFile's descriptor never set O_APPEND)."""
     fd = log.fileno()
     return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 

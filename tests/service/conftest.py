@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nngpu.cts.served import _read as read_log
 from nngpu.service.wire import IDLE_WORKER_S
 
 START_TIMEOUT_S = 120.0  # a loaded machine imports the driver slowly
@@ -31,10 +32,8 @@ class Served:
     def __init__(self, socket_path: Path | None, *args: str, env: dict | None = None, wait: bool = True,
                  preexec_fn=None):
         self.path = socket_path
-        # The child writes at the file offset it shares with this process, which a seek here would
-        # move under its writes (a banner written over at offset 0 kept a test waiting to its
-        # timeout: mode "a+b" on TemporaryFile's descriptor seeks to the end once, it never sets
-        # O_APPEND). stderr() reads with pread, which leaves the offset alone.
+        # read as `nngpu cts --service` reads its service's: with pread, never moving the offset
+        # the child writes at (nngpu/cts/served.py)
         self._log = tempfile.TemporaryFile()
         backend = [] if "--device" in args else ["--backend", "numpy"]
         cmd = [sys.executable, "-m", "nngpu", "serve", *backend, *args]
@@ -64,8 +63,7 @@ class Served:
         return f"{state}, wchan {wchan or '-'}, stderr: {self.stderr()!r}"
 
     def stderr(self) -> str:
-        fd = self._log.fileno()
-        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+        return read_log(self._log)
 
     def exit(self, timeout: float = START_TIMEOUT_S) -> int:
         return self.proc.wait(timeout)
