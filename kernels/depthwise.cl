@@ -15,6 +15,12 @@
 // With THEN, the vector it would store goes through nn_then_vVW first, defined before this text:
 // the one elementwise kernel that read this layer's output, folded in (compiler/gemm_fold.py),
 // its other buffers before `out` (THEN_PARAMS).
+// With POOL_KH and POOL_KW, it also writes `pooled`: the MAX_POOL_2D of the same input whose
+// windows are POOL_KH x POOL_KW taps of this layer's from tap (POOL_Y0, POOL_X0) (the same
+// strides, dilation 1; compiler/pool_fold.py), as kernels/max_pool.cl computes it: from
+// -INFINITY, the taps in (ky, kx) order each replacing the maximum where larger or NaN, those in
+// the padding left out. The MediaPipe detectors' blocks that halve the image read their input
+// once, not twice.
 // Launch: global = N * OH * ceil(OW / PIX) * (C / VW), 1-D; every index fits in 32 bits (checked
 // at lowering).
 #include "vectors.h"
@@ -22,21 +28,42 @@
 #include "row_strips.h"
 // the filter's vector of tap (ky, kx)
 #define FILTER(ky, kx) VLOAD(VW)(0, w + ((ky) * KW + (kx)) * C + c)
+#ifdef POOL_KH
+#define POOL_PARAM , __global float* restrict pooled
+#define POOL_ARG , pooled
+#define POOL_START VEC(VW) most[PIX]; UNROLL for (int p = 0; p < PIX; ++p) most[p] = (VEC(VW))(-INFINITY)
+#define POOL_TAP(ky, kx, p, t) \
+    if ((ky) >= POOL_Y0 && (ky) < POOL_Y0 + POOL_KH && (kx) >= POOL_X0 && (kx) < POOL_X0 + POOL_KW) \
+        most[p] = select(most[p], (t), isnan(t) | ((t) > most[p]))
+#define POOL_STORE \
+    UNROLL for (int p = 0; p < PIX; ++p) \
+        if (ox0 + p < OW) VSTORE(VW)(most[p], 0, pooled + ((n * OH + oy) * OW + ox0 + p) * C + c)
+#else
+#define POOL_PARAM
+#define POOL_ARG
+#define POOL_START
+#define POOL_TAP(ky, kx, p, t)
+#define POOL_STORE
+#endif
 
 // One work-item's strip (a work-item past the last returns at once)
 inline void depthwise_strip(__global const float* restrict x, __global const float* restrict w,
-                            __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
+                            __global const float* restrict bias THEN_PARAMS, __global float* restrict out POOL_PARAM) {
     STRIP_START;
     VEC(VW) acc[1][PIX];   // one vector of channels (CV 1)
     STRIP_BIAS(acc);
+    POOL_START;
     if (STRIP_INSIDE) {
         // the strip's first window's first tap
         const __global float* origin = x + ((n * H + iy0) * W + ix0) * C + c;
         UNROLL for (int ky = 0; ky < KH; ++ky)
             UNROLL for (int kx = 0; kx < KW; ++kx) {
                 const VEC(VW) f = FILTER(ky, kx);
-                UNROLL for (int p = 0; p < PIX; ++p)
-                    acc[0][p] = acc[0][p] + VLOAD(VW)(0, origin + (ky * DH * W + p * SW + kx * DW) * C) * f;
+                UNROLL for (int p = 0; p < PIX; ++p) {
+                    const VEC(VW) t = VLOAD(VW)(0, origin + (ky * DH * W + p * SW + kx * DW) * C);
+                    acc[0][p] = acc[0][p] + t * f;
+                    POOL_TAP(ky, kx, p, t);
+                }
             }
     } else {
         UNROLL for (int ky = 0; ky < KH; ++ky) {
@@ -45,13 +72,17 @@ inline void depthwise_strip(__global const float* restrict x, __global const flo
                 const VEC(VW) f = FILTER(ky, kx);
                 UNROLL for (int p = 0; p < PIX; ++p) {
                     const int ix = ix0 + p * SW + kx * DW;
-                    if (ox0 + p < OW && iy >= 0 && iy < H && ix >= 0 && ix < W)
-                        acc[0][p] = acc[0][p] + VLOAD(VW)(0, x + ((n * H + iy) * W + ix) * C + c) * f;
+                    if (ox0 + p < OW && iy >= 0 && iy < H && ix >= 0 && ix < W) {
+                        const VEC(VW) t = VLOAD(VW)(0, x + ((n * H + iy) * W + ix) * C + c);
+                        acc[0][p] = acc[0][p] + t * f;
+                        POOL_TAP(ky, kx, p, t);
+                    }
                 }
             }
         }
     }
     STORE_STRIP(acc);
+    POOL_STORE;
 }
 
 #ifdef EXCITE_HEAD
@@ -85,7 +116,7 @@ void NAME(__global const float* restrict x, __global const float* restrict w,
 }
 #else
 __kernel void NAME(__global const float* restrict x, __global const float* restrict w,
-                   __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
-    depthwise_strip(x, w, bias THEN_ARGS, out);
+                   __global const float* restrict bias THEN_PARAMS, __global float* restrict out POOL_PARAM) {
+    depthwise_strip(x, w, bias THEN_ARGS, out POOL_ARG);
 }
 #endif

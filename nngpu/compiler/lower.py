@@ -28,6 +28,7 @@ from .gemm_fold import fold_column_scales, fold_elementwise_consumers, fold_resi
 from .infer import Inference, infer, initial_known
 from .library import has_template, specialise
 from .memory_plan import plan_slots
+from .pool_fold import fold_sibling_pools
 from .squeeze_excite import fold_squeeze_excite
 from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
                     Transfer)
@@ -310,6 +311,7 @@ class _Emitter:
             self.steps = fold_column_scales(self.steps, self.tensors, self.aliases, needed)
             self.steps = fold_squeeze_excite(self.steps, self.tensors, self.aliases, needed, self.low.target,
                                              self.constants, self.low.new_id)
+            self.steps = fold_sibling_pools(self.steps, self.low.target)
             known.on_device -= stored - set(self.tensors)   # GEMM outputs an ADD took over
         spec = SegmentSpec(self.low.start, self.low.target, self.steps, self.tensors, self.constants,
                            self.aliases, stop=stop, known=known, device_ops=len(self.device_ops),
