@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .gemm_fold import positions, writes
-from .library import specialise
+from .library import folded_prefix, specialise
 from .steps import Step, TemplateStep
 from .target import Target
 
@@ -43,7 +43,7 @@ def _plain_max_pool(step: Step, target: Target) -> bool:
     """A max pool template kernel with no activation and no kernel folded into its stores."""
     return (isinstance(step, TemplateStep) and step.kind == "max_pool" and step.outputs == 1
             and "LO" not in step.defines and "HI" not in step.defines
-            and step.source == specialise(target, step.kind, step.name, step.defines))
+            and not folded_prefix(target, step))
 
 
 def _shares_windows(dw: TemplateStep, pool: TemplateStep) -> bool:
@@ -58,11 +58,9 @@ def _shares_windows(dw: TemplateStep, pool: TemplateStep) -> bool:
 
 
 def _with_pool(dw: TemplateStep, pool: TemplateStep, target: Target) -> TemplateStep:
-    own = specialise(target, dw.kind, dw.name, dw.defines)
-    assert dw.source.endswith(own)
-    folded = dw.source[:-len(own)]   # the kernel folded into its stores, if any
     d, p = dw.defines, pool.defines
     defines = {**d, "POOL_KH": p["KH"], "POOL_KW": p["KW"], "POOL_Y0": int(d["PT"]) - int(p["PT"]),
                "POOL_X0": int(d["PL"]) - int(p["PL"])}
-    return replace(dw, source=folded + specialise(target, dw.kind, dw.name, defines), args=[*dw.args, pool.args[-1]],
-                   ops=sorted(dw.ops + pool.ops), defines=defines, outputs=2)
+    source = folded_prefix(target, dw) + specialise(target, dw.kind, dw.name, defines)
+    return replace(dw, source=source, args=[*dw.args, pool.args[-1]], ops=sorted(dw.ops + pool.ops), defines=defines,
+                   outputs=2)

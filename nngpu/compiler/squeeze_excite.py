@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ops.lib.device import channel_lanes, largest_divisor
 from .gemm_fold import only_one, positions, reads, writes
-from .library import has_template, specialise
+from .library import folded_prefix, has_template, specialise
 from .render import float_literal
 from .render_epilogue import then_source
 from .steps import GemmStep, Step, TemplateStep, TensorInfo
@@ -159,9 +159,7 @@ def _pooled_depthwise(steps: list[Step | None], writers: dict[int, list[int]], m
 def _in_depthwise(dw: TemplateStep, head: _Head, arrived: int, target: Target) -> TemplateStep:
     """The depthwise kernel `dw` running the head in its last work-group (EXCITE_HEAD): its own
     buffers, the head's, then its output, the head's output and the count, all three written."""
-    own = specialise(target, dw.kind, dw.name, dw.defines)
-    assert dw.source.endswith(own)
-    folded = dw.source[:-len(own)]   # the kernel folded into its stores, if any
+    folded = folded_prefix(target, dw)
     defines = {**dw.defines, **{k: v for k, v in head.defines.items() if k != "C"}, "EXCITE_HEAD": 1}
     source = head.text(folded) + folded + specialise(target, dw.kind, dw.name, defines)
     args = [*dw.args[:-1], *head.params, dw.args[-1], head.out, arrived]
