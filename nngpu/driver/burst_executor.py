@@ -1,13 +1,15 @@
 """The driver's burst executor (nngpu.burst.executor's protocol) for one prepared model; the
 generic nngpu.burst.server feeds it the packets.
 
-Its cache maps slots to memories. On a device plan it also registers each memory's mapping with
-the backend (page-locked on CUDA, CL_MEM_USE_HOST_PTR on OpenCL), so an execution copies its
-inputs and outputs between that registration and the plan's buffers on the device, with no host
-copy; removing the slot releases it. A repeated packet is checked against the model once: the
-remembered check is reused. That check is also where a slot's memory is compared with what its
-file holds (nngpu.memory's `Memory.verify`): a memory that declares more is INVALID_ARGUMENT, and
-it is never registered, since only a mapped memory is, and a mapped one held its region when made.
+Its cache maps slots to memories. On a device plan each slot also holds its memory's
+registration with the backend (page-locked on CUDA, CL_MEM_USE_HOST_PTR on OpenCL) in the
+device's registry (driver/pool_registry.py), shared with executions of the same memory, so an
+execution copies its inputs and outputs between that registration and the plan's buffers on the
+device, with no host copy; removing the slot lets go of it. A repeated packet is checked against
+the model once: the remembered check is reused. That check is also where a slot's memory is
+compared with what its file holds (nngpu.memory's `Memory.verify`): a memory that declares more
+is INVALID_ARGUMENT, and it is never registered, since only a mapped memory is, and a mapped one
+held its region when made.
 """
 from __future__ import annotations
 
@@ -15,13 +17,13 @@ import logging
 from typing import Any
 
 
-from ..backends.base import Backend, DeviceValue
+from ..backends.base import DeviceValue
 from ..burst.codec import BurstRequest, ComputeResult
 from ..burst.server import RECENT_PACKETS, start_server
 from ..hal.interfaces import IBurstCallback, IBurstContext
 from ..hal.types import ErrorStatus
 from .execution import Checked, Result, check
-from .pool_registry import register_memory, release_registered
+from .pool_registry import PoolRegistry
 
 __all__ = ["DriverBurstExecutor", "configure_burst"]
 
@@ -33,8 +35,8 @@ class DriverBurstExecutor:
 
     def __init__(self, prepared):
         self._prepared = prepared
-        # a device plan's backend registers the slots (the reference reads pools on the host)
-        self._backend: Backend | None = getattr(prepared.executor, "backend", None)
+        # a device plan's registry registers the slots (the reference reads pools on the host)
+        self._pools: PoolRegistry | None = prepared.pools
         self._memories: dict[int, Any] = {}
         self._registered: dict[int, DeviceValue] = {}
         # id(request) -> (the request, its check): a burst mostly repeats a few packets, which
@@ -46,22 +48,23 @@ class DriverBurstExecutor:
         return slot in self._memories
 
     def add_cache_entry(self, memory: Any, slot: int) -> None:
+        if slot in self._memories:
+            self.remove_cache_entry(slot)   # its hold goes with it
         self._memories[slot] = memory
-        registered = self._register(memory)
+        registered = None if self._pools is None else self._pools.hold(memory)
         if registered is not None:
             self._registered[slot] = registered
 
     def remove_cache_entry(self, slot: int) -> None:
-        self._memories.pop(slot, None)
+        memory = self._memories.pop(slot, None)
         self._recent.clear()  # do not keep the memory alive in a remembered request
-        self._release([self._registered.pop(slot, None)])
+        self._registered.pop(slot, None)
+        if memory is not None and self._pools is not None:
+            self._pools.let_go(memory)
 
     def remove_all_cache_entries(self) -> None:
-        self._memories.clear()
-        self._recent.clear()
-        registered = list(self._registered.values())
-        self._registered.clear()
-        self._release(registered)
+        for slot in list(self._memories):
+            self.remove_cache_entry(slot)
 
     def memory(self, slot: int) -> Any:
         """The slot's memory (None for an empty slot)."""
@@ -73,13 +76,6 @@ class DriverBurstExecutor:
 
     def __len__(self) -> int:
         return len(self._memories)
-
-    def _register(self, memory: Any) -> DeviceValue | None:
-        return None if self._backend is None else register_memory(self._backend, memory)
-
-    def _release(self, registered: list[DeviceValue | None]) -> None:
-        if self._backend is not None:
-            release_registered(self._backend, registered)
 
     # ---- execution --------------------------------------------------------------------------------
     def _checked(self, request: BurstRequest) -> Checked | Result:

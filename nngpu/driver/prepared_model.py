@@ -54,7 +54,8 @@ class PreparedModel(HidlPreparedModel):
         self.executor = executor
         self.resolve_token = resolve_token
         self.priority = priority    # of prepareModel_1_3: orders this model's waiting executions
-        self.register = pools.registration if pools is not None else None   # a device plan's pools
+        self.pools = pools    # a device plan's registrations of request memories (bursts hold them)
+        self.register = pools.registration if pools is not None else None
 
     @property
     def model(self):

@@ -1,7 +1,8 @@
 """A burst's device-side slot cache: on a device plan each slot's memory is registered with the
 backend once, inputs and outputs move between that registration and the plan's buffers on the
 device (no host upload or download), nothing outside the caller's output regions is written,
-and freeing a slot releases its registration."""
+freeing a slot releases its registration, and executions of the same memory share it (an AIDL
+burst's tokens)."""
 import gc
 import os
 import select
@@ -15,7 +16,8 @@ from nngpu.backends.base import DeviceValue
 from nngpu.burst import ExecutionBurstController
 from nngpu.driver import burst_executor
 from nngpu.driver.device import Device
-from nngpu.hal.types import DataLocation, ErrorStatus, MeasureTiming, OutputShape, Request, RequestArgument
+from nngpu.hal.types import (DataLocation, ErrorStatus, MeasureTiming, MemoryPool, OptionalTimeoutDuration,
+                             OptionalTimePoint, OutputShape, Request, RequestArgument)
 from nngpu.memory import allocate_shared
 
 from .test_buffer import _count_transfers
@@ -172,6 +174,45 @@ def test_freeing_a_slot_releases_its_registration(plan_add, counts, kit):
         assert counts.pop("release_host") == 2 and counts.pop("register_host") == 1  # r2's inputs again
         np.testing.assert_array_equal(r2.result(), kit.A + kit.B)
     assert counts.pop("release_host") == 2
+
+
+def test_executions_and_a_token_burst_share_a_memory_s_registration(plan_add, counts, kit):
+    """A memory is registered once, whoever uses it (CUDA page-locks pages only once: a second
+    registration of the client's own memory would fail and send the burst through the host): an
+    AIDL burst's token takes the registration executions made, an execution the one a token made,
+    and releasing a token leaves a registration an execution used until its memory is gone. (A
+    1.2 burst's slots are the driver's own mappings of the client's files: registered apart.)"""
+    a, b = kit.A, kit.B
+
+    def run(burst, req: Request, tokens: list[int]) -> ErrorStatus:
+        pools = [MemoryPool(hidlMemory=m) for m in req.pools]   # tokens name 1.3 pools
+        return burst.run(Request(req.inputs, req.outputs, pools), tokens, MeasureTiming.NO, OptionalTimePoint(),
+                         OptionalTimeoutDuration()).status
+
+    request, inp, out = _odd_request(kit, a, b)
+    assert plan_add.executeSynchronously(request, MeasureTiming.NO)[0] == ErrorStatus.NONE
+    assert counts.pop("register_host") == 2
+    burst = plan_add.token_burst()
+    for k in range(2):
+        inp.map()[4:4 + a.nbytes] = (a + k).tobytes()
+        counts.clear()
+        assert run(burst, request, [7, 8]) == ErrorStatus.NONE
+        assert counts == {"copy": 3, "synchronize": 1}   # the executions' registrations, in place
+        np.testing.assert_array_equal(out.array(np.float32, 52, a.size).reshape(a.shape), a + k + b)
+    burst.release(7)
+    r = kit.add_request()
+    counts.clear()
+    assert run(burst, r.request, [1, 2]) == ErrorStatus.NONE
+    assert counts.pop("register_host") == 2
+    assert plan_add.executeSynchronously(r.request, MeasureTiming.NO)[0] == ErrorStatus.NONE
+    assert "register_host" not in counts
+    np.testing.assert_array_equal(r.result(), a + b)
+    burst.close()
+    assert "release_host" not in counts   # every memory here is alive, and an execution used it
+    del request, inp, out, r
+    gc.collect()
+    assert plan_add.executeSynchronously(kit.add_request().request, MeasureTiming.NO)[0] == ErrorStatus.NONE
+    assert counts.pop("release_host") == 4 and counts.pop("register_host") == 2
 
 
 def test_reference_executor_registers_nothing(add_prepared, kit):
