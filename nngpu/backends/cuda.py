@@ -156,6 +156,18 @@ def unit_cache_key(arch: str, source: str) -> str:
 _STICKY = frozenset({700, 702, 714, 715, 716, 717, 718, 719, 214, 46})
 
 
+def _on_device(method):
+    """The method, run with its backend's GPU current on the calling thread, and the thread's own
+    current GPU back afterwards: CuPy allocates, creates streams and events, loads modules and
+    picks cuBLAS handles on the current device, and any thread (a prepare or execution thread, a
+    client's own that made another GPU current) may call."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self.gpu:
+            return method(self, *args, **kwargs)
+    return run
+
+
 class CudaBackend(Backend):
     name = "cuda"
     target = TARGET
@@ -166,47 +178,51 @@ class CudaBackend(Backend):
 
         if cupy.cuda.runtime.is_hip:
             raise RuntimeError(HIP_REASON)
-        if index:
-            count = cupy.cuda.runtime.getDeviceCount()
-            if index >= count:
-                raise RuntimeError(f"no CUDA device {index}: this machine has {count} (nngpu info lists them)")
-            # every CuPy call would have to run with that GPU current, on every thread
-            raise RuntimeError(f"cuda:{index}: the cuda backend runs on the first GPU (cuda:0) only, for now")
+        index = index or 0
+        count = cupy.cuda.runtime.getDeviceCount()
+        if index >= count:
+            raise RuntimeError(f"no CUDA device {index}: this machine has {count} (nngpu info lists them)")
         super().__init__()
         self.cp = cupy
-        dev = cupy.cuda.Device()
-        self.arch = f"sm_{dev.compute_capability}"
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        self.gpu = cupy.cuda.Device(index)   # entered by every method that calls CuPy (_on_device)
+        self.arch = f"sm_{self.gpu.compute_capability}"
+        props = cupy.cuda.runtime.getDeviceProperties(index)
         self.description = f"{props['name'].decode()} ({self.arch})"
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._gemm_ready = threading.local()   # CuPy keeps a cuBLAS handle per thread
+        with self.gpu:
+            self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._gemm_ready = threading.local()   # CuPy keeps a cuBLAS handle per thread and GPU
 
     def is_sticky(self, error: BaseException) -> bool:
         """A CUDA error that poisons the context: every later call fails with it."""
         return type(error).__name__ in ("CUDARuntimeError", "CUDADriverError") and \
             getattr(error, "status", None) in _STICKY
 
+    @_on_device
     def for_plan(self) -> "CudaBackend":
         plan = copy.copy(self)   # shares the device and compiled modules
         plan.stream = self.cp.cuda.Stream(non_blocking=True)
         return plan
 
+    @_on_device
     def alloc(self, nbytes: int):
         return self.cp.empty(max(int(nbytes), 4), dtype=self.cp.uint8)
 
     def free(self, buf) -> None:
         del buf
 
+    @_on_device
     def upload(self, buf, host: np.ndarray) -> None:
         if host.nbytes:
             buf[: host.nbytes].set(np.ascontiguousarray(host).reshape(-1).view(np.uint8), stream=self.stream)
 
+    @_on_device
     def download(self, buf, host: np.ndarray) -> None:
         if host.nbytes:
             flat = host.reshape(-1).view(np.uint8)
             buf[: host.nbytes].get(stream=self.stream, out=flat)
             self.stream.synchronize()
 
+    @_on_device
     def copy(self, dst, src, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
         if nbytes:
             with self.stream:
@@ -222,6 +238,7 @@ class CudaBackend(Backend):
         cubin = compile_cubin(source, "unit", self.arch)
         return cubin, self.load(cubin)
 
+    @_on_device
     def load(self, binary: bytes):
         from cupy.cuda.function import Module
 
@@ -229,9 +246,11 @@ class CudaBackend(Backend):
         module.load(binary)
         return module
 
+    @_on_device
     def kernel(self, module, name: str):
         return module.get_function(name)
 
+    @_on_device
     def prepare_gemm(self) -> None:
         """This thread's cuBLAS handle and workspace, now: a graph capturing a GEMM may allocate
         nothing. A real 2x2 product through gemm()'s own path (CuPy answers a 1x1 one without
@@ -245,6 +264,7 @@ class CudaBackend(Backend):
         self.stream.synchronize()
         self._gemm_ready.done = True
 
+    @_on_device
     def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False) -> None:
         """cuBLAS through CuPy, on float32 views of the raw buffers (a transposed view of B is
         cuBLAS's own transpose operation, not a copy)."""
@@ -253,6 +273,7 @@ class CudaBackend(Backend):
         with self.stream:
             cp.matmul(view(a, m, k), view(b, n, k).T if b_transposed else view(b, k, n), out=view(c, m, n))
 
+    @_on_device
     def launch(self, kernel, grid: Grid, args: list) -> None:
         if grid.total <= 0:
             return
@@ -260,10 +281,12 @@ class CudaBackend(Backend):
         with self.stream:
             kernel(blocks, grid.group, tuple(args))
 
+    @_on_device
     def download_into(self, buf, host: np.ndarray, offset: int = 0) -> None:
         if host.nbytes:
             buf[offset: offset + host.nbytes].get(stream=self.stream, out=host.reshape(-1).view(np.uint8))
 
+    @_on_device
     def download_async(self, buf, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Into a new pinned array (pageable memory would make the copy synchronous)."""
         import cupyx
@@ -272,6 +295,7 @@ class CudaBackend(Backend):
         self.stage_out(host, buf, host.nbytes)
         return host
 
+    @_on_device
     def timed(self, run) -> int:
         cuda = self.cp.cuda
         start, end = cuda.Event(), cuda.Event()
@@ -284,6 +308,7 @@ class CudaBackend(Backend):
     # ---- CUDA graphs ------------------------------------------------------------------------------
     graphs = True
 
+    @_on_device
     def capture(self, steps: list):
         """Stream capture of the bound steps (recorded, not run), replayed by one graph launch;
         cuBLAS is set up on this thread first (a capture may be taken on any execution thread)."""
@@ -296,18 +321,25 @@ class CudaBackend(Backend):
                     step()
             finally:
                 graph = self.stream.end_capture()
-        return functools.partial(graph.launch, self.stream)
+        return functools.partial(self._replay, graph)
 
+    @_on_device
+    def _replay(self, graph) -> None:
+        graph.launch(self.stream)
+
+    @_on_device
     def pinned(self, nbytes: int) -> np.ndarray:
         import cupyx
 
         return cupyx.empty_pinned(max(int(nbytes), 1), dtype=np.uint8)
 
+    @_on_device
     def stage_in(self, buf, staging: np.ndarray, nbytes: int) -> None:
         if nbytes:
             rt = self.cp.cuda.runtime
             rt.memcpyAsync(buf.data.ptr, staging.ctypes.data, int(nbytes), rt.memcpyHostToDevice, self.stream.ptr)
 
+    @_on_device
     def stage_out(self, staging: np.ndarray, buf, nbytes: int) -> None:
         if nbytes:
             rt = self.cp.cuda.runtime
@@ -316,9 +348,11 @@ class CudaBackend(Backend):
     def address(self, buf) -> int:
         return int(buf.data.ptr)
 
+    @_on_device
     def synchronize(self) -> None:
         self.stream.synchronize()
 
+    @_on_device
     def register_host(self, view: np.ndarray):
         """cudaHostRegister (page-locked, mapped): a uint8 CuPy array aliasing the pool's pages
         through their device pointer, so copies to and from it are DMA from the pool itself."""
@@ -333,6 +367,7 @@ class CudaBackend(Backend):
         mem = cp.cuda.UnownedMemory(rt.pointerGetAttributes(ptr).devicePointer, host.nbytes, host)
         return cp.ndarray((host.nbytes,), cp.uint8, cp.cuda.MemoryPointer(mem, 0))
 
+    @_on_device
     def release_host(self, handle) -> None:
         self.stream.synchronize()  # no enqueued copy may still use the pages
         rt = self.cp.cuda.runtime
