@@ -21,7 +21,7 @@ from ..ir.expr import Binary, Const, Expr, Load, Reduce, ReduceOut, Select, walk
 from ..ir.kernel import Kernel
 from ..ir.vectorize import row_period
 from .render_epilogue import reads_only_own_element, render_then
-from .steps import GemmStep, HostStep, KernelStep, Step, TemplateStep, TensorInfo, Transfer
+from .steps import GemmStep, KernelStep, Step, TemplateStep, TensorInfo, reads, writes
 from .target import Target
 
 
@@ -171,26 +171,6 @@ def positions(steps: list[Step], uses: Callable[[Step], list[int]]) -> dict[int,
 def only_one(at: list[int] | None) -> int | None:
     """The one position of a tensor's uses; None for none or several."""
     return at[0] if at is not None and len(at) == 1 else None
-
-
-def reads(step: Step) -> list[int]:
-    """The tensors a step reads."""
-    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
-        return step.args[:-len(step.written)]
-    if isinstance(step, Transfer):
-        return [] if step.to_device else [step.tensor]
-    assert isinstance(step, HostStep)
-    return step.inputs
-
-
-def writes(step: Step) -> list[int]:
-    """The tensors a step writes."""
-    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
-        return step.written
-    if isinstance(step, Transfer):
-        return [step.tensor] if step.to_device else []
-    assert isinstance(step, HostStep)
-    return step.outputs
 
 
 def _residual_add(kernel: Kernel) -> tuple[int, int, tuple[float, float]] | None:

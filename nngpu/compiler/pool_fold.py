@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .gemm_fold import positions, writes
+from .gemm_fold import positions
 from .library import folded_prefix, specialise
-from .steps import Step, TemplateStep
+from .steps import Step, TemplateStep, writes
 from .target import Target
 
 _SAME = ("N", "H", "W", "C", "OH", "OW", "SH", "SW")   # #defines the two kernels share

@@ -20,11 +20,11 @@ from typing import Callable
 import numpy as np
 
 from ..ops.lib.device import channel_lanes, largest_divisor
-from .gemm_fold import only_one, positions, reads, writes
+from .gemm_fold import only_one, positions
 from .library import folded_prefix, has_template, specialise
 from .render import float_literal
 from .render_epilogue import then_source
-from .steps import GemmStep, Step, TemplateStep, TensorInfo
+from .steps import GemmStep, Step, TemplateStep, TensorInfo, reads, writes
 from .target import Target
 
 GROUP = 64        # the work-items of the kernel's one work-group

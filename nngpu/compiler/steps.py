@@ -167,6 +167,26 @@ class Transfer:
 Step = KernelStep | TemplateStep | GemmStep | HostStep | Transfer
 
 
+def reads(step: Step) -> list[int]:
+    """The tensors a step reads."""
+    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+        return step.args[:-len(step.written)]
+    if isinstance(step, Transfer):
+        return [] if step.to_device else [step.tensor]
+    assert isinstance(step, HostStep)
+    return step.inputs
+
+
+def writes(step: Step) -> list[int]:
+    """The tensors a step writes."""
+    if isinstance(step, (KernelStep, TemplateStep, GemmStep)):
+        return step.written
+    if isinstance(step, Transfer):
+        return [step.tensor] if step.to_device else []
+    assert isinstance(step, HostStep)
+    return step.outputs
+
+
 @dataclass
 class TensorInfo:
     shape: tuple[int, ...]

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import profiling, progress
 from ..backends.base import Backend, ProgramSet, compiling_for
-from ..compiler.steps import GemmStep, HostStep, KernelStep, Known, SegmentSpec, TemplateStep, Transfer
+from ..compiler.steps import GemmStep, HostStep, KernelStep, Known, SegmentSpec, TemplateStep, Transfer, writes
 from ..hal.types import Subgraph
 from ..ir.storage import STORAGE_DTYPE
 from ..ops.lib.dtypes import dtype_of
@@ -71,9 +71,7 @@ def _constant_buffers(backend: Backend, spec: SegmentSpec) -> dict[int, Any]:
     """A buffer for each of the segment's constants (each in a slot of its own), on the constant's
     host memory where the backend reads it in place, else allocated and uploaded. spec.constants
     is emptied: an uploaded value is given up, so the backend's copy is the one kept."""
-    written = {spec.aliases.get(t, t) for s in spec.steps
-               for t in (s.written if isinstance(s, (KernelStep, TemplateStep, GemmStep)) else
-                         [s.tensor] if isinstance(s, Transfer) and s.to_device else [])}
+    written = {spec.aliases.get(t, t) for s in spec.steps for t in writes(s)}
     buffers: dict[int, Any] = {}
     while spec.constants:
         t, value = spec.constants.popitem()
