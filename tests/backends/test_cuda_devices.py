@@ -32,7 +32,7 @@ def _runs_right(name: str, inputs: dict, expected: list[np.ndarray], errors: lis
             for _ in range(times):
                 session.run(inputs)
                 for got, want in zip(session.output_arrays(), expected):
-                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)   # cuBLAS sums in its own order
     except Exception as e:  # reported by the test's thread
         errors.append(f"{name}: {type(e).__name__}: {e}")
 
@@ -46,8 +46,8 @@ def test_every_gpu_runs_the_demo_model_from_threads_at_once():
     for t in threads:
         t.start()
     for t in threads:
-        t.join(300)
-    assert not errors
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
     for k, described in enumerate(cuda.devices()):
         backend = cuda.CudaBackend(k)
         assert backend.description == described and backend.alloc(16).device.id == k
