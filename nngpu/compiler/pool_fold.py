@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from .gemm_fold import positions
 from .library import folded_prefix, specialise
-from .steps import Step, TemplateStep, writes
+from .steps import Step, TemplateStep, reads, writes
 from .target import Target
 
 _SAME = ("N", "H", "W", "C", "OH", "OW", "SH", "SW")   # #defines the two kernels share
@@ -32,7 +32,7 @@ def fold_sibling_pools(steps: list[Step], target: Target) -> list[Step]:
             first = min(at, dw_at)
             later = out[max(at, dw_at)]
             # the later one runs at the first's place: what it reads must be written before it
-            if any(w >= first for t in later.args[:-1] for w in writers.get(t, [])):
+            if any(w >= first for t in reads(later) for w in writers.get(t, [])):
                 continue
             out[first], out[max(at, dw_at)] = _with_pool(dw, pool, target), None
             break

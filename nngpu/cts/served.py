@@ -34,14 +34,14 @@ class ServedDevice:
         """Why the service can no longer serve (None while it can)."""
         code = self.proc.poll()
         if code is not None:
-            tail = _read(self._log).strip().splitlines()[-1:]
+            tail = read_log(self._log).strip().splitlines()[-1:]
             return f"nngpu serve exited with status {code}" + (f": {tail[0]}" if tail else "")
         if not self.device.alive:
             return "the connection to nngpu serve closed"
         return None
 
 
-def _read(log: IO[bytes]) -> str:
+def read_log(log: IO[bytes]) -> str:
     """What the service wrote so far, read with pread: the child writes at the file offset it
     shares with us, which a seek would move under its writes (a banner written over at 0 kept a
     wait for it to its timeout: mode "a+b" on TemporaryFile's descriptor never set O_APPEND)."""
@@ -53,11 +53,11 @@ def _wait_listening(proc: subprocess.Popen, log: IO[bytes], path: Path, timeout:
     """The backend name the service announces once it listens (its errors start "nngpu serve: " too)."""
     end = time.monotonic() + timeout
     while True:
-        for line in _read(log).splitlines():
+        for line in read_log(log).splitlines():
             if line.startswith(_BANNER) and line.endswith(f" on {path}"):
                 return line[len(_BANNER):].split(" ", 1)[0]
         if proc.poll() is not None:
-            raise ServiceError(f"nngpu serve exited with status {proc.returncode}: {_read(log).strip()}")
+            raise ServiceError(f"nngpu serve exited with status {proc.returncode}: {read_log(log).strip()}")
         if time.monotonic() > end:
             raise ServiceError(f"nngpu serve did not start within {timeout:.0f} s")
         time.sleep(0.05)

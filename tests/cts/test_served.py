@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nngpu.cts import runner
-from nngpu.cts.served import _read, served_device
+from nngpu.cts.served import read_log, served_device
 from nngpu.json_models import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,5 +144,5 @@ def test_reading_the_service_log_leaves_the_offset_the_service_writes_at():
     with tempfile.TemporaryFile() as log:
         os.write(log.fileno(), b"nngpu serve: numpy on /tmp/s.sock\n")
         os.lseek(log.fileno(), 5, os.SEEK_SET)   # where the writer stands, mid-write
-        assert _read(log) == "nngpu serve: numpy on /tmp/s.sock\n"
+        assert read_log(log) == "nngpu serve: numpy on /tmp/s.sock\n"
         assert os.lseek(log.fileno(), 0, os.SEEK_CUR) == 5

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nngpu.cts.served import _read as read_log
+from nngpu.cts.served import read_log
 from nngpu.service.wire import IDLE_WORKER_S
 
 START_TIMEOUT_S = 120.0  # a loaded machine imports the driver slowly
