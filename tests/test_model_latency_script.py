@@ -1,10 +1,12 @@
-"""ci/model_latency.py (a step of ci/gpu-check.sh): one line per MediaPipe model, written as it
-is measured, with the launches one execution makes (0 on the numpy plan, which launches none)."""
+"""ci/model_latency.py (a step of ci/gpu-check.sh): two lines per MediaPipe model, float32 and
+relaxed, written as they are measured, with the launches one execution makes (0 on the numpy plan,
+which launches none) and how far relaxed moves the outputs (not at all where float32 is kept)."""
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nngpu.tflite.models import MODELS, find_model
@@ -19,18 +21,29 @@ def _script():
     return module
 
 
-def test_a_line_per_model(capsys):
+def test_two_lines_per_model(capsys):
     assert _script().main(["--backend", "numpy", "--repeat", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["model", "p50", "ms"]
-    for name, line in zip(sorted(MODELS), lines[1:], strict=True):
-        fields = line.split()
-        assert fields[0] == name
+    assert lines[0].split() == ["model", "precision", "p50", "ms", "launches/run", "change"]
+    rows = iter(lines[1:])
+    for name in sorted(MODELS):
         if find_model(name) is None:
-            assert "not cached" in line
-        else:
-            assert float(fields[1]) > 0 and fields[2] == "0"
-            assert line.endswith("float32 (relaxed too: the numpy reference computes float32)")
+            line = next(rows)
+            assert line.split()[0] == name and "not cached" in line
+            continue
+        for precision in ("float32", "relaxed"):
+            fields = next(rows).split()
+            assert fields[:2] == [name, precision]
+            assert float(fields[2]) > 0 and fields[3] == "0"
+            assert fields[4] == ("-" if precision == "float32" else "0.0e+00")
+    assert next(rows).startswith("relaxed on numpy: all float32: the numpy reference computes float32; change: ")
+    assert next(rows, None) is None
+
+
+def test_the_change_is_in_units_of_the_largest_magnitude():
+    change = _script().largest_change([np.float32([1, 2]), np.float32([0, 0])],
+                                      [np.float32([1, 4]), np.float32([0, 0])])
+    assert change == 0.5
 
 
 def test_repeat_below_one_is_refused(capsys):

@@ -272,10 +272,10 @@ class Backend(ABC):
         """What besides the source decides the binary: device, driver, compiler options."""
         return ""
 
-    def relaxed_float32_reason(self) -> str:
-        """Why a model that allows float16 (relaxComputationFloat32toFloat16) still computes in
-        float32 here, as the spec permits: prepare logs it."""
-        return f"the {self.name} backend has no float16 kernels yet"
+    def relaxed_precision(self) -> str:
+        """What a model that allows float16 (relaxComputationFloat32toFloat16) computes in float16
+        here, and why the rest stays float32, as the spec permits: prepare logs it."""
+        return f"all float32: the {self.name} backend has no float16 kernels yet"
 
     def build(self, source: str) -> tuple[bytes | None, Any]:
         """Compile `source`: (the binary to cache, None where compiler_caches; the loaded program)."""
@@ -302,9 +302,11 @@ class Backend(ABC):
         cuBLAS handle). A program a bound GEMM compiles joins the compilation cache anyway: a
         segment binds its steps while it records the programs it uses."""
 
-    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False) -> None:
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
+             relaxed: bool = False) -> None:
         """C[m, n] = A[m, k] @ B[k, n]: row-major float32 buffers (a library call where the
-        platform has one); with b_transposed, `b` holds B as [n, k]."""
+        platform has one); with b_transposed, `b` holds B as [n, k]; `relaxed`: the model allows
+        float16 range and precision (relaxed_precision says what the backend makes of it)."""
         raise NotImplementedError(f"the {self.name} backend has no GEMM")
 
     # ---- bound steps: what a plan builds at prepare and only calls per execution ----------------
@@ -314,21 +316,21 @@ class Backend(ABC):
 
     def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None,
-                  ldb: int | None = None, scale: Any = None) -> Callable[[], Any]:
+                  ldb: int | None = None, scale: Any = None, relaxed: bool = False) -> Callable[[], Any]:
         """The GEMM as a call without arguments; with epilogue (bias buffer, lo, hi) it stores
         clamp(C + bias, lo, hi), and with (bias, lo, hi, residual buffer, lo2, hi2)
         clamp(clamp(C + bias, lo, hi) + residual, lo2, hi2); with `then` (a folded kernel's
         source, its buffers) that kernel's value of clamp(C + bias, lo, hi): what only a backend
         whose target has gemm_epilogue is asked for. `ldb`: B's row stride where its rows are
         padded (a target's gemm_row_stride); `scale`: a buffer of K floats that multiply A's
-        columns as they are read (asked for with gemm_epilogue too)."""
+        columns as they are read (asked for with gemm_epilogue too); `relaxed` as gemm's."""
         if ldb is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM reads B with rows of N columns")
         if scale is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM scales no columns of A")
         if epilogue is not None or then is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM has no epilogue")
-        return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed)
+        return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed, relaxed)
 
     # Whether a bound step's buffer argument may be replaced between executions (`rebind`): the
     # kernels reading an input then read it where the execution's device value already is (a

@@ -13,8 +13,10 @@ from ..compiler.target import Target
 from ..hal.types import DeviceType
 from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, cache_key
+from .cublas_gemm import GEMM_DEFAULT, R_32F, row_major_gemm
 
 BLOCK = 256   # threads a block: every generated kernel declares it (__launch_bounds__)
+_ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)   # GemmEx's alpha and beta, read on the host
 
 # The hardware's conversions (one cvt instruction each, round to nearest even) on the device; the
 # same arithmetic in software where the source is compiled for the host (tests/cuda_host).
@@ -228,8 +230,9 @@ class CudaBackend(Backend):
             with self.stream:
                 dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
 
-    def relaxed_float32_reason(self) -> str:
-        return "the CUDA backend has no float16 kernels or float16 GEMMs yet"
+    def relaxed_precision(self) -> str:
+        return ("cuBLAS's GEMMs take float16 inputs (tensor cores) and sum in float32; "
+                "the generated kernels compute float32")
 
     def cache_identity(self) -> str:
         return self.arch
@@ -253,25 +256,28 @@ class CudaBackend(Backend):
     @_on_device
     def prepare_gemm(self) -> None:
         """This thread's cuBLAS handle and workspace, now: a graph capturing a GEMM may allocate
-        nothing. A real 2x2 product through gemm()'s own path (CuPy answers a 1x1 one without
-        cuBLAS); once per thread, since CuPy's handles are per thread."""
+        nothing. A real 2x2 product through gemm()'s own call; once per thread, since CuPy's
+        handles are per thread."""
         if getattr(self._gemm_ready, "done", False):
             return
-        cp = self.cp
-        a, c = cp.ones((2, 2), dtype=cp.float32), cp.empty((2, 2), dtype=cp.float32)
-        with self.stream:
-            cp.matmul(a, a, out=c)
+        a, c = self.cp.ones(16, dtype=self.cp.uint8), self.cp.empty(16, dtype=self.cp.uint8)
+        self.gemm(a, a, c, 2, 2, 2)
         self.stream.synchronize()
         self._gemm_ready.done = True
 
     @_on_device
-    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False) -> None:
-        """cuBLAS through CuPy, on float32 views of the raw buffers (a transposed view of B is
-        cuBLAS's own transpose operation, not a copy)."""
-        cp = self.cp
-        view = lambda buf, rows, cols: buf[: rows * cols * 4].view(cp.float32).reshape(rows, cols)  # noqa: E731
-        with self.stream:
-            cp.matmul(view(a, m, k), view(b, n, k).T if b_transposed else view(b, k, n), out=view(c, m, n))
+    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, relaxed: bool = False) -> None:
+        """cuBLAS's GemmEx on the raw buffers (cublas_gemm.py: B given transposed is cuBLAS's own
+        transpose operation, not a copy); float16 inputs only where the model is relaxed. Called
+        directly, not through CuPy's matmul, whose compute type follows $CUPY_TF32 instead."""
+        from cupy_backends.cuda.libs import cublas
+
+        call = row_major_gemm(a, b, c, m, n, k, b_transposed, relaxed)
+        handle = self.cp.cuda.device.get_cublas_handle()
+        with self.stream:   # gemmEx puts the handle on the current stream
+            cublas.gemmEx(handle, call.transa, call.transb, call.m, call.n, call.k, _ONE.ctypes.data,
+                          call.a.data.ptr, R_32F, call.lda, call.b.data.ptr, R_32F, call.ldb, _ZERO.ctypes.data,
+                          call.c.data.ptr, R_32F, call.ldc, call.compute, GEMM_DEFAULT)
 
     @_on_device
     def launch(self, kernel, grid: Grid, args: list) -> None:

@@ -14,8 +14,8 @@ class NumpyBackend(Backend):
     device_type = DeviceType.CPU
     description = f"numpy {np.__version__}"
 
-    def relaxed_float32_reason(self) -> str:
-        return "the numpy reference computes float32"
+    def relaxed_precision(self) -> str:
+        return "all float32: the numpy reference computes float32"
 
     def alloc(self, nbytes: int) -> np.ndarray:
         return np.empty(max(int(nbytes), 1), dtype=np.uint8)

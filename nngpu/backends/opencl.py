@@ -320,10 +320,10 @@ class OpenCLBackend(Backend):
             self.cl.enqueue_copy(self.queue, dst, src, byte_count=int(nbytes), dst_offset=int(dst_offset),
                                  src_offset=int(src_offset))
 
-    def relaxed_float32_reason(self) -> str:
+    def relaxed_precision(self) -> str:
         if "cl_khr_fp16" not in self.device.extensions.split():
-            return "the device has no float16 arithmetic (no cl_khr_fp16)"
-        return super().relaxed_float32_reason()
+            return "all float32: the device has no float16 arithmetic (no cl_khr_fp16)"
+        return super().relaxed_precision()
 
     def cache_identity(self) -> str:
         d = self.device
@@ -387,7 +387,8 @@ class OpenCLBackend(Backend):
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None,
-                  scale=None):
+                  scale=None, relaxed: bool = False):
+        # relaxed or not, float32 (relaxed_precision says why)
         source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float

@@ -88,7 +88,8 @@ class _Builder:
         return out
 
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,
-             epilogue: tuple[BufferTensor, tuple[float, float]] | None = None) -> BufferTensor | Stored:
+             epilogue: tuple[BufferTensor, tuple[float, float]] | None = None,
+             relaxed: bool = False) -> BufferTensor | Stored:
         key, ldb = b.buffer.key, None
         if b_transposed and key in self.constants and k < PACK_BELOW_K and m >= PACK_FROM_M:
             # a short K: B packed as [K, N], a small copy, for the row-blocked schedules (on PoCL
@@ -106,11 +107,11 @@ class _Builder:
             bias, bounds = epilogue
             out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
-            self.steps.append(GemmStep(args, m, n, k, [self.op], b_transposed, bounds, ldb=ldb))
+            self.steps.append(GemmStep(args, m, n, k, [self.op], b_transposed, bounds, ldb=ldb, relaxed=relaxed))
             return Stored(out)
         c = self.temp((m, n), "float")
         self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op], b_transposed,
-                                   ldb=ldb))
+                                   ldb=ldb, relaxed=relaxed))
         return c
 
 

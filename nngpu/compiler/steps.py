@@ -103,6 +103,7 @@ class GemmStep:
     folded: tuple[Kernel, int] | None = None   # with `then`: the kernel folded in and the buffer it reads of C
     ldb: int | None = None      # B's row stride where its rows are padded past n (Target.gemm_row_stride)
     scale_a: bool = False       # A's element (r, k) is multiplied by S[k] as it is read: S is the last arg before C
+    relaxed: bool = False       # the model allows float16 range and precision (Backend.gemm)
 
     @property
     def tensors(self) -> list[int]:

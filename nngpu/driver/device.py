@@ -215,8 +215,7 @@ class Device(HidlDevice):
         log.info("prepared %d operations on %s in %.1f ms", len(m.main.operations), self.backend_name,
                  (time.perf_counter() - t0) * 1e3)
         if m.relaxComputationFloat32toFloat16:
-            log.info("relaxComputationFloat32toFloat16: computed in float32 on %s: %s", self.backend_name,
-                     self.backend.relaxed_float32_reason())
+            log.info("relaxComputationFloat32toFloat16 on %s: %s", self.backend_name, self.backend.relaxed_precision())
         return prepared
 
     def _compile(self, runner: GraphRunner, programs: ProgramSet):

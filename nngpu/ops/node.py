@@ -137,6 +137,7 @@ class OpNode(OpContext):
         """C[m, n] = A[m, k] @ B[k, n] by the backend's float32 GEMM, into a temporary; with
         b_transposed, `b` is B as [n, k] (a weight matrix in its own layout: no packed copy). With
         epilogue (bias [n], (lo, hi)), a target whose GEMM has one writes clamp(C + bias, lo, hi)
-        as the operation's output itself and gives Stored; else C comes back for the caller's."""
-        return self._builder().gemm(a, b, m, n, k, b_transposed, epilogue)
+        as the operation's output itself and gives Stored; else C comes back for the caller's.
+        A relaxed model's GEMM may take float16 inputs (Backend.relaxed_precision)."""
+        return self._builder().gemm(a, b, m, n, k, b_transposed, epilogue, self.relaxed)
 

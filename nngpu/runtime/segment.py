@@ -143,7 +143,7 @@ class Segment:
                 epilogue += (extra[1], *step.residual)
             then = None if step.then is None else (step.then, extra[1:])
             return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed,
-                                                         epilogue, then, step.ldb, scale))
+                                                         epilogue, then, step.ldb, scale, step.relaxed))
         if isinstance(step, Transfer):
             dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))
             kind = Upload if step.to_device else Download

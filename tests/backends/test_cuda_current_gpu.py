@@ -11,7 +11,7 @@ from pathlib import Path
 import nngpu.backends.cuda as cuda
 
 # methods that touch no CuPy state: pure answers, or attribute reads of a buffer
-_PURE = {"is_sticky", "relaxed_float32_reason", "cache_identity", "address", "free", "build"}
+_PURE = {"is_sticky", "relaxed_precision", "cache_identity", "address", "free", "build"}
 
 
 def _methods() -> dict[str, ast.FunctionDef]:

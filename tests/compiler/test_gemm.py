@@ -19,23 +19,24 @@ from nngpu.backends.opencl import TARGET as OPENCL
 rng = np.random.default_rng(3)
 
 
-def conv(shape, cout, k, stride, padding, act=1):
+def conv(shape, cout, k, stride, padding, act=1, relaxed=False):
     n, h, w, c = shape
     x = rng.standard_normal(shape, dtype=np.float32)
     f = rng.standard_normal((cout, k, k, c), dtype=np.float32) * 0.2
     b = rng.standard_normal(cout, dtype=np.float32)
     ins = [tensor(T.TENSOR_FLOAT32, x), tensor(T.TENSOR_FLOAT32, f, const=True), tensor(T.TENSOR_FLOAT32, b, const=True),
            scalar(T.INT32, padding), scalar(T.INT32, stride), scalar(T.INT32, stride), scalar(T.INT32, act)]
-    return single_op_model(Op.CONV_2D, ins, [output(T.TENSOR_FLOAT32, [0, 0, 0, 0])]), x
+    return single_op_model(Op.CONV_2D, ins, [output(T.TENSOR_FLOAT32, [0, 0, 0, 0])], relaxed), x
 
 
-def fully_connected(batch, k, units):
+def fully_connected(batch, k, units, relaxed=False):
     x = rng.standard_normal((batch, k), dtype=np.float32)
     w = rng.standard_normal((units, k), dtype=np.float32) * 0.1
     b = rng.standard_normal(units, dtype=np.float32)
     ins = [tensor(T.TENSOR_FLOAT32, x), tensor(T.TENSOR_FLOAT32, w, const=True), tensor(T.TENSOR_FLOAT32, b, const=True),
            scalar(T.INT32, 3)]
-    return single_op_model(Op.FULLY_CONNECTED, ins, [output(T.TENSOR_FLOAT32, [batch, units])]), x
+    model = single_op_model(Op.FULLY_CONNECTED, ins, [output(T.TENSOR_FLOAT32, [batch, units])], relaxed)
+    return model, x
 
 
 CASES = {
@@ -82,3 +83,30 @@ def test_matches_reference(backend, name):
     got = run_model(model, [x], [cap], Device(backend))
     assert got.status == ref.status and got.shapes == ref.shapes
     np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-4, atol=1e-4)
+
+
+RELAXED = {"conv3x3-same": lambda: conv((1, 28, 28, 32), 64, 3, 1, 1, relaxed=True),
+           "fully-connected": lambda: fully_connected(64, 512, 256, relaxed=True)}
+
+
+@pytest.mark.parametrize("name", RELAXED)
+def test_a_relaxed_model_s_gemms_are_relaxed(name):
+    """relaxComputationFloat32toFloat16 reaches the GEMM step (the CUDA backend's cuBLAS call
+    then takes float16 inputs: tests/backends/test_cublas_gemm.py); a model not relaxed never."""
+    for relaxed, (model, _) in ((True, RELAXED[name]()), (False, CASES[name]())):
+        for target in (CUDA, OPENCL):
+            steps = lower_model(GraphRunner(as_model_1_3(model)), target).steps
+            assert [s.relaxed for s in steps if isinstance(s, GemmStep)] == [relaxed]
+
+
+@pytest.mark.parametrize("backend", device_backends())
+@pytest.mark.parametrize("name", RELAXED)
+def test_relaxed_matches_reference_within_float16_precision(backend, name):
+    """On CUDA the GEMM multiplies float16 inputs; OpenCL on PoCL computes float32 (no cl_khr_fp16)."""
+    model, x = RELAXED[name]()
+    cap = 1 << 22
+    ref = run_model(model, [x], [cap], Device("numpy"))
+    got = run_model(model, [x], [cap], Device(backend))
+    assert got.status == ref.status and got.shapes == ref.shapes
+    k = x.shape[-1] * (9 if name.startswith("conv3x3") else 1)
+    np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-2, atol=2e-3 * np.sqrt(k))

@@ -5,7 +5,8 @@ CUDA target's schedule).
 
 It proves the CUDA rendering (indexing, types, the float16 conversions) with the real Plan; it
 does not prove the CuPy glue of nngpu/backends/cuda.py (streams, cubin loading, cuBLAS, host
-registration), which only a GPU runs. `gemm` is numpy's matmul standing in for cuBLAS. Buffers
+registration), which only a GPU runs. `gemm` runs the cublasGemmEx call the CUDA backend makes
+with numpy, by cuBLAS's definition (nngpu/backends/cublas_gemm.py). Buffers
 are numpy uint8 arrays, filled with 0xff when allocated (NaN as float, -1 as an integer) so
 that a kernel reading what nothing wrote shows. Binaries are cached as any backend's are."""
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from nngpu.backends.numpy import NumpyBackend
 from nngpu.backends.cuda import TARGET as CUDA_TARGET
+from nngpu.backends.cublas_gemm import row_major_gemm, run_gemm_ex
 from nngpu.hal.types import DeviceType
 from nngpu.ir.schedule import Grid
 
@@ -147,10 +149,11 @@ class HostCudaBackend(NumpyBackend):
         self.launches += 1
 
     def gemm(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, n: int, k: int,
-             b_transposed: bool = False) -> None:
-        """numpy's matmul standing in for cuBLAS (the CUDA backend's GEMM is a library call)."""
-        view = lambda buf, rows, cols: buf[: rows * cols * 4].view(np.float32).reshape(rows, cols)  # noqa: E731
-        np.matmul(view(a, m, k), view(b, n, k).T if b_transposed else view(b, k, n), out=view(c, m, n))
+             b_transposed: bool = False, relaxed: bool = False) -> None:
+        """The cublasGemmEx call the CUDA backend makes, run with numpy by cuBLAS's definition
+        (float16 inputs where relaxed): its leading dimensions and compute type are checked."""
+        run_gemm_ex(row_major_gemm(a, b, c, m, n, k, b_transposed, relaxed),
+                    lambda buf: buf[: buf.size // 4 * 4].view(np.float32))
 
 
 _MARK = b"\0nngpu-cuda-host-source\0"
