@@ -119,13 +119,17 @@ def devices() -> list[str]:
 
         if cupy.cuda.runtime.is_hip:
             return []
-        found = []
-        for k in range(cupy.cuda.runtime.getDeviceCount()):
-            props = cupy.cuda.runtime.getDeviceProperties(k)
-            found.append(f"{props['name'].decode()} (sm_{props['major']}{props['minor']})")
-        return found
+        return [describe(k) for k in range(cupy.cuda.runtime.getDeviceCount())]
     except Exception:
         return []
+
+
+def describe(index: int) -> str:
+    """GPU `index` as `nngpu info` and the device's version string name it: its name and arch."""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(index)
+    return f"{props['name'].decode()} (sm_{props['major']}{props['minor']})"
 
 
 def compile_cubin(source: str, name: str, arch: str = "sm_90", options: tuple[str, ...] = ()) -> bytes:
@@ -188,8 +192,7 @@ class CudaBackend(Backend):
         self.cp = cupy
         self.gpu = cupy.cuda.Device(index)   # entered by every method that calls CuPy (_on_device)
         self.arch = f"sm_{self.gpu.compute_capability}"
-        props = cupy.cuda.runtime.getDeviceProperties(index)
-        self.description = f"{props['name'].decode()} ({self.arch})"
+        self.description = describe(index)
         with self.gpu:
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self._gemm_ready = threading.local()   # CuPy keeps a cuBLAS handle per thread and GPU

@@ -168,7 +168,7 @@ class Segment:
                     continue   # a host step reads the execution's value itself
                 kernel = isinstance(other, (KernelStep, TemplateStep, GemmStep))
                 at = [i for i, t in enumerate(other.args) if t in views] if kernel else []
-                if not at or views & set(other.written) or (isinstance(other, GemmStep) and at != [0]):
+                if not at or views & set(writes(other)) or (isinstance(other, GemmStep) and at != [0]):
                     readers = None
                 else:
                     readers += [(runner.call, i) for i in at]
