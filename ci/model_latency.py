@@ -10,7 +10,6 @@ The models are the MediaPipe ones ci/fetch-models.sh caches (missing ones are li
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import sys
 from pathlib import Path
@@ -24,12 +23,6 @@ from nngpu.cli.run_command import timed_runs  # noqa: E402
 from nngpu.session import Session, random_inputs  # noqa: E402
 from nngpu.tflite import load_tflite  # noqa: E402
 from nngpu.tflite.models import MODELS, find_model  # noqa: E402
-
-
-def relaxed(imported):
-    """The same model with relaxComputationFloat32toFloat16 set."""
-    model = dataclasses.replace(imported.model, relaxComputationFloat32toFloat16=True)
-    return dataclasses.replace(imported, model=model)
 
 
 def largest_change(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
@@ -61,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         for precision in ("float32", "relaxed"):
             try:
                 imported = load_tflite(path)
-                imported = relaxed(imported) if precision == "relaxed" else imported
-                with Session(imported, args.backend) as session:
+                with Session(imported, args.backend, relaxed=precision == "relaxed") as session:
                     _, steady_us = timed_runs(session, random_inputs(imported.inputs, seed=0), args)
                     launches, outputs = session.device_launches(), session.output_arrays()
                     relaxed_precision = session.device.backend.relaxed_precision()

@@ -1,6 +1,7 @@
 """Small, logic-only helpers over HAL model data shared by validation, the driver and the CTS."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -16,6 +17,12 @@ def as_model_1_3(model: Model | Model_1_3) -> Model_1_3:
     main = Subgraph(model.operands, model.operations, model.inputIndexes, model.outputIndexes)
     return Model_1_3(main, [], model.operandValues, model.pools,
                      model.relaxComputationFloat32toFloat16, model.extensionNameToPrefix)
+
+
+def relaxed_model(model: Model | Model_1_3) -> Model | Model_1_3:
+    """The model with relaxComputationFloat32toFloat16 set: float32 may be computed at float16
+    range and precision (a shallow copy: the graph and values are shared)."""
+    return dataclasses.replace(model, relaxComputationFloat32toFloat16=True)
 
 
 def count_consumers(operands: list[Operand], operations: list) -> None:

@@ -30,7 +30,9 @@ __all__ = ["Session", "ExecutionError", "InputError", "check_inputs", "random_in
 class Session(NamedIO):
     """One prepared model (or one per driver partition) plus reusable request pools.
     `burst=True` executes through an ExecutionBurstController (nngpu.burst) kept open for the
-    session's life.
+    session's life. `relaxed=True` prepares the model (each driver partition) with
+    relaxComputationFloat32toFloat16 set: float32 may be computed at float16 range and precision
+    (`device.backend.relaxed_precision()` says what the backend then does).
 
     A TFLite input whose shape signature leaves extents open (a dynamic batch) is prepared at
     `input_shapes[name]`, else at the file's stored shape; an input of another shape the
@@ -41,9 +43,10 @@ class Session(NamedIO):
 
     def __init__(self, model: Any, backend: str | Device = "auto", *, burst: bool = False,
                  prepare_timeout: float = 600.0, fallback: bool = True,
-                 input_shapes: Mapping[str, Sequence[int]] | None = None) -> None:
+                 input_shapes: Mapping[str, Sequence[int]] | None = None, relaxed: bool = False) -> None:
         self.device = backend if isinstance(backend, Device) else Device(backend)
         self._source, self._options = model, (burst, prepare_timeout, fallback)
+        self.relaxed = relaxed
         self._prepared: dict[tuple, tuple[NamedModel, Any]] = {}  # by input shapes, oldest first
         self._open({k: list(v) for k, v in input_shapes.items()} if input_shapes else None)
 
@@ -71,10 +74,10 @@ class Session(NamedIO):
 
             raise HostOperatorsRefused(plan.graph, set(plan.host_ops))
         if plan is None or plan.whole is not None:
-            return WholeModelRun(named, self.device, burst, prepare_timeout)
+            return WholeModelRun(named, self.device, burst, prepare_timeout, self.relaxed)
         from .tflite.partitioned import PartitionedRun
 
-        return PartitionedRun(plan, self.device, burst, prepare_timeout)
+        return PartitionedRun(plan, self.device, burst, prepare_timeout, self.relaxed)
 
     def _resized(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, list[int]] | None:
         """The input shapes to prepare again at, when every input whose feed has another shape

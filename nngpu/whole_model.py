@@ -16,6 +16,7 @@ from .driver.prepared_model import PreparedModel
 from .hal.types import (DataLocation, ErrorStatus, ExecutionPreference, MeasureTiming, Model_1_3,
                         OptionalTimeoutDuration, OptionalTimePoint, Priority, Request, RequestArgument)
 from .memory import Memory, allocate_shared
+from .modelutil import relaxed_model
 from .named_io import IOTensor
 from .named_model import NamedModel
 
@@ -108,12 +109,14 @@ def check_inputs(inputs: Sequence[IOTensor], feeds: Mapping[str, Any] | Sequence
 
 class WholeModelRun:
     """One prepared model plus reusable request pools. `burst=True` executes through an
-    ExecutionBurstController (nngpu.burst) kept open for the run's life."""
+    ExecutionBurstController (nngpu.burst) kept open for the run's life; `relaxed=True` prepares
+    the model with relaxComputationFloat32toFloat16 set."""
 
-    def __init__(self, named: NamedModel, device: Device, burst: bool = False, prepare_timeout: float = 600.0):
+    def __init__(self, named: NamedModel, device: Device, burst: bool = False, prepare_timeout: float = 600.0,
+                 relaxed: bool = False):
         self.inputs, self.outputs = named.inputs, named.outputs
         t0 = time.perf_counter()
-        self.prepared = prepare(device, named.model, prepare_timeout)
+        self.prepared = prepare(device, relaxed_model(named.model) if relaxed else named.model, prepare_timeout)
         self.prepare_s = time.perf_counter() - t0
         self.is_1_3 = isinstance(named.model, Model_1_3)
         self._in: _Pool | None = None

@@ -12,7 +12,7 @@ from typing import Any
 
 from .common import open_device, open_model, writable_file
 from .errors import CLIError, missing_extra
-from .run_command import add_execution_options, model_inputs, open_session, thread_limit, timed_runs
+from .run_command import add_execution_options, model_inputs, open_session, print_device, thread_limit, timed_runs
 
 PLOT_LABEL = 48  # characters of a fused group's name kept on the chart's axis
 
@@ -53,8 +53,9 @@ def profile(args) -> int:
     print(f"model: {named.description or Path(args.model).name} -> {named.operation_count} NNAPI operations; "
           f"inputs: {origin}")
     with thread_limit(args.threads), recording() as prof:
-        with open_session(named, device, fallback=not args.no_fallback, model=args.model) as session:
-            print(f"device: {session.device.getVersionString()[1]}")
+        with open_session(named, device, fallback=not args.no_fallback, model=args.model,
+                          relaxed=args.relaxed) as session:
+            print_device(session)
             print(f"placement: {session.placement}")
             try:
                 _, steady = timed_runs(session, inputs, args)

@@ -43,6 +43,9 @@ def add_execution_options(p: argparse.ArgumentParser) -> None:
                    help="an input: X.npy (in model input order, repeat), NAME=X.npy, or an .npz by tensor name")
     p.add_argument("--cast", action="store_true", help="cast --input arrays to the model's dtypes instead of refusing")
     p.add_argument("--threads", type=positive, help="threads for BLAS and host work (default: the libraries' own)")
+    p.add_argument("--relaxed", action="store_true",
+                   help="let float32 be computed at float16 range and precision (relaxComputationFloat32toFloat16); "
+                        "a line says what the backend makes of it")
     p.add_argument("--no-fallback", action="store_true",
                    help="refuse a .tflite model with operators the driver cannot run, instead of running them "
                         "on TFLite's kernels")
@@ -124,13 +127,15 @@ def timed_runs(session, inputs, args) -> tuple[float, list[float]]:
     return first, steady
 
 
-def open_session(named, device, burst: bool = False, fallback: bool = True, model: str | None = None):
-    """A Session on `device`, failures as CLIError (naming `model`, the path given)."""
+def open_session(named, device, burst: bool = False, fallback: bool = True, model: str | None = None,
+                 relaxed: bool = False):
+    """A Session on `device`, failures as CLIError (naming `model`, the path given); `relaxed`:
+    the model prepared with relaxComputationFloat32toFloat16 set."""
     from ..session import ExecutionError, Session
     from ..tflite.errors import TFLiteImportError
 
     try:
-        return Session(named, device, burst=burst, fallback=fallback)
+        session = Session(named, device, burst=burst, fallback=fallback, relaxed=relaxed)
     except ExecutionError as e:
         raise CLIError(str(e), 1) from e
     except TFLiteImportError as e:  # a host partition TFLite cannot load
@@ -139,6 +144,14 @@ def open_session(named, device, burst: bool = False, fallback: bool = True, mode
         raise CLIError(f"--burst needs nngpu.burst, which cannot be imported: {e}", 1) from e
     except Exception as e:  # nngpu.burst.BurstError: configureExecutionBurst refused
         raise CLIError(f"cannot set up the execution: {type(e).__name__}: {e}", 1) from e
+    return session
+
+
+def print_device(session, burst: bool = False) -> None:
+    """The device line, and for a relaxed session what the backend computes in float16."""
+    print(f"device: {session.device.getVersionString()[1]}{'; burst' if burst else ''}")
+    if session.relaxed:
+        print(f"relaxed: {session.device.backend.relaxed_precision()}")
 
 
 def run(args) -> int:
@@ -161,8 +174,8 @@ def run(args) -> int:
 
         recording = start_recording()
     with thread_limit(args.threads), recording as profile:
-        with open_session(named, device, args.burst, not args.no_fallback, args.model) as session:
-            print(f"device: {session.device.getVersionString()[1]}{'; burst' if args.burst else ''}")
+        with open_session(named, device, args.burst, not args.no_fallback, args.model, args.relaxed) as session:
+            print_device(session, args.burst)
             try:
                 first, steady = timed_runs(session, inputs, args)
             except ExecutionError as e:
@@ -192,6 +205,7 @@ def run(args) -> int:
     if json_path is not None:
         report = {"model": str(args.model or "demo"), "backend": session.device.backend_name,
                   "device": session.device.getVersionString()[1], "burst": bool(args.burst),
+                  "relaxed": bool(args.relaxed),
                   "threads": args.threads, "prepare_ms": session.prepare_s * 1e3, "first_run_ms": first / 1e3,
                   "warmup_runs": args.warmup, "steady": stats,
                   "placement": {"device_operations": placement[0], "host_operations": placement[1],

@@ -20,10 +20,12 @@ from .partition import PartitionPlan
 
 
 class PartitionedRun:
-    """A partition plan prepared: one WholeModelRun per driver partition, one HostPartition per
-    host partition; the same calls as a WholeModelRun, for nngpu.Session."""
+    """A partition plan prepared: one WholeModelRun per driver partition (`relaxed`: each with
+    relaxComputationFloat32toFloat16 set), one HostPartition per host partition; the same calls
+    as a WholeModelRun, for nngpu.Session."""
 
-    def __init__(self, plan: PartitionPlan, device: Device, burst: bool = False, prepare_timeout: float = 600.0):
+    def __init__(self, plan: PartitionPlan, device: Device, burst: bool = False, prepare_timeout: float = 600.0,
+                 relaxed: bool = False):
         self.plan = plan
         t0 = time.perf_counter()
         self.steps: list[WholeModelRun | HostPartition] = []
@@ -33,7 +35,7 @@ class PartitionedRun:
                     self.steps.append(HostPartition(plan, p))
                 else:
                     named = NamedModel(p.imported.model, p.imported.inputs, p.imported.outputs)
-                    self.steps.append(WholeModelRun(named, device, burst, prepare_timeout))
+                    self.steps.append(WholeModelRun(named, device, burst, prepare_timeout, relaxed))
         except BaseException:
             self.close()
             raise

@@ -66,3 +66,24 @@ def test_same_outputs_positional_and_by_name(capsys, tmp_path):
         assert main(["run", "--backend", "numpy", "--repeat", "1", "--input", spec,
                      "--save-outputs", str(tmp_path / str(k))]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "0" / "output0.npy"), np.load(tmp_path / "1" / "output0.npy"))
+
+
+@pytest.mark.parametrize("command", ["run", "profile"])
+def test_relaxed_prepares_the_model_relaxed_and_says_what_the_backend_makes_of_it(command, capsys, tmp_path, caplog):
+    import logging
+
+    json_args = ["--json", str(tmp_path / "r.json")] if command == "run" else []
+    with caplog.at_level(logging.INFO, logger="nngpu.device"):
+        assert main([command, str(DEMO), "--backend", "numpy", "--repeat", "1", "--relaxed", *json_args]) == 0
+    out = capsys.readouterr().out.splitlines()
+    device_line = next(i for i, line in enumerate(out) if line.startswith("device: "))
+    assert out[device_line + 1] == "relaxed: all float32: the numpy reference computes float32"
+    assert [r.getMessage() for r in caplog.records if "relaxComputationFloat32toFloat16" in r.getMessage()] == \
+        ["relaxComputationFloat32toFloat16 on numpy: all float32: the numpy reference computes float32"]
+    if command == "run":
+        assert json.loads((tmp_path / "r.json").read_text())["relaxed"] is True
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="nngpu.device"):
+        assert main([command, str(DEMO), "--backend", "numpy", "--repeat", "1", *json_args]) == 0
+    assert not any(line.startswith("relaxed") for line in capsys.readouterr().out.splitlines())
+    assert not [r for r in caplog.records if "relaxComputationFloat32toFloat16" in r.getMessage()]

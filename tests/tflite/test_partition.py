@@ -133,6 +133,17 @@ def test_burst_through_every_driver_partition(tmp_path):
         assert_close(run_reference(data, [x], xnnpack=False), list(s.run([x]).values()), rel=1e-6)
 
 
+def test_relaxed_reaches_every_driver_partition(tmp_path, caplog):
+    import logging
+
+    data = _middle()   # two driver partitions around a host one
+    x = _x()
+    with caplog.at_level(logging.INFO, logger="nngpu.device"), \
+            Session(_write(tmp_path, data), "numpy", relaxed=True) as s:
+        assert_close(run_reference(data, [x], xnnpack=False), list(s.run([x]).values()), rel=1e-6)
+    assert len([r for r in caplog.records if r.getMessage().startswith("relaxComputationFloat32toFloat16 on")]) == 2
+
+
 def test_driver_refusal_moves_operators_to_the_host():
     """An operation getSupportedOperations refuses puts its operator on the host, like an
     operator with no NNAPI mapping."""
