@@ -27,7 +27,7 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("host_case", cases, ids=[f"{c.version}/{c.name}" for c in cases])
 
 
-def _problems(case, outputs) -> list[str]:
+def corpus_problems(case, outputs) -> list[str]:
     main = case.raw["main"]
     if case.multinomial_tolerance > 0:
         problem = check_multinomial(case, outputs[0])
@@ -54,7 +54,7 @@ def test_cuda_rendering_on_host_matches_corpus(host_case, request):
     except HostUnsupported as e:
         record(request, kernel_ids(backend.refused), "skipped", str(e))
         pytest.skip(f"CUDA kernel not runnable on the host: {e}")
-    problems = _problems(host_case, run.outputs)
+    problems = corpus_problems(host_case, run.outputs)
     if not run.kernels:
         record(request, [], "host-only", idle=run.idle)
         assert not problems, "; ".join(problems)

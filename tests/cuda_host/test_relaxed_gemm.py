@@ -1,18 +1,28 @@
 """A relaxed model's GEMM on the host CUDA backend: the cublasGemmEx call the GPU gets, run by
 cuBLAS's definition, takes float16 inputs (COMPUTE_32F_FAST_16F) and the layer still matches the
-exact product within float16's precision; the same model not relaxed gets float32 inputs."""
+exact product within float16's precision; the same model not relaxed gets float32 inputs. The
+corpus' relaxed convolutions and fully connected layers, every one a GEMM, pass its relaxed
+tolerances so."""
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
 import pytest
 
+from nngpu.backends.cuda import TARGET as CUDA
+from nngpu.json_models import build_model, load_cases
+from nngpu.modelutil import as_model_1_3
 from nngpu.hal import OperandType as T
 from nngpu.hal.types import OperationType as Op
 from nngpu.testing import output, scalar, single_op_model, tensor
 
+from ..cts.test_corpus import BUNDLED_CORPUS
+from ..ops.test_shape_functions import case_inputs
+from .host_backend import HostCudaBackend
 from .run import run_on_host_cuda
+from .test_corpus_host import corpus_problems
 
 pytestmark = pytest.mark.skipif(not shutil.which("g++"), reason="no g++ on this machine")
 
@@ -40,3 +50,36 @@ def test_a_relaxed_gemm_takes_float16_inputs_and_stays_within_their_precision():
     assert not np.array_equal(outputs[True], outputs[False])
     exact = x.astype(np.float64) @ w.T.astype(np.float64) + b
     np.testing.assert_allclose(outputs[True], exact, rtol=1e-2, atol=2e-3 * np.sqrt(K))
+
+
+class _EveryGemm(HostCudaBackend):
+    """The host harness with the CUDA target's GEMM threshold at one multiply-add: every float
+    convolution and fully connected layer with constant weights is the cuBLAS call. Records
+    whether each call it runs was relaxed."""
+
+    target = dataclasses.replace(CUDA, gemm_min_work=1)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.relaxed_calls: list[bool] = []
+
+    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, relaxed: bool = False) -> None:
+        self.relaxed_calls.append(relaxed)
+        super().gemm(a, b, c, m, n, k, b_transposed, relaxed)
+
+
+def test_the_corpus_relaxed_convolutions_and_layers_as_float16_gemms(request):
+    """Every 8th such case (--full-cts: all 111), judged by the corpus' relaxed tolerances."""
+    cases = [c for c in load_cases(BUNDLED_CORPUS) if c.relaxed and not c.expect_failure
+             and {o["type"] for o in c.raw["main"]["operations"]} & {"CONV_2D", "FULLY_CONNECTED"}]
+    cases = cases if request.config.getoption("--full-cts") else cases[::8]
+    problems, with_gemms = [], 0
+    for case in cases:
+        model = as_model_1_3(build_model(case))
+        backend = _EveryGemm()
+        outputs = run_on_host_cuda(model, case_inputs(case, model), backend).outputs
+        problems += [f"{case.name}: {p}" for p in corpus_problems(case, outputs)]
+        assert all(backend.relaxed_calls), case.name
+        with_gemms += bool(backend.relaxed_calls)
+    assert not problems, "; ".join(problems)
+    assert with_gemms >= len(cases) // 4, f"{with_gemms} of {len(cases)} cases ran a GEMM"   # 40 of 111
