@@ -50,34 +50,46 @@ def row_major_gemm(a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed:
     return GemmEx(OP_N, OP_N, n, m, k, b, n, a, k, c, n, compute)
 
 
+def check_bounds(call: GemmEx, nbytes: Callable[[Any], int]) -> None:
+    """ValueError where cuBLAS would refuse the call (an operation or leading dimension it does
+    not take) or read or write past a buffer's end (`nbytes(buffer)` bytes): a plan's mistake
+    stops here instead of reading what is past it."""
+    for name, op in (("A", call.transa), ("B", call.transb)):
+        if op not in (OP_N, OP_T):
+            raise ValueError(f"{name}: operation {op} is neither OP_N nor OP_T")
+    a_rows, a_cols = (call.m, call.k) if call.transa == OP_N else (call.k, call.m)
+    b_rows, b_cols = (call.k, call.n) if call.transb == OP_N else (call.n, call.k)
+    for name, buf, rows, cols, ld in (("A", call.a, a_rows, a_cols, call.lda), ("B", call.b, b_rows, b_cols, call.ldb),
+                                      ("C", call.c, call.m, call.n, call.ldc)):
+        if ld < max(1, rows):
+            raise ValueError(f"{name}: leading dimension {ld} is below its {rows} rows")
+        if rows and cols and ((cols - 1) * ld + rows) * 4 > nbytes(buf):
+            raise ValueError(f"{name}: [{rows}, {cols}] with leading dimension {ld} ends past its buffer of "
+                             f"{nbytes(buf)} bytes")
+
+
 def run_gemm_ex(call: GemmEx, floats: Callable[[Any], np.ndarray]) -> None:
     """The call as cuBLAS defines it, on the float32 elements `floats(buffer)` gives; with
     COMPUTE_32F_FAST_16F the inputs rounded to float16, the coarsest that compute type allows.
-    A leading dimension cuBLAS refuses, or a matrix past its buffer's end, raises ValueError."""
-    a = _operand(floats(call.a), call.transa, call.m, call.k, call.lda, "A")
-    b = _operand(floats(call.b), call.transb, call.k, call.n, call.ldb, "B")
+    What check_bounds refuses raises ValueError."""
+    check_bounds(call, lambda buf: floats(buf).nbytes)
+    a = _operand(floats(call.a), call.transa, call.m, call.k, call.lda)
+    b = _operand(floats(call.b), call.transb, call.k, call.n, call.ldb)
     if call.compute == COMPUTE_32F_FAST_16F:
         with np.errstate(over="ignore"):
             a, b = (x.astype(np.float16).astype(np.float32) for x in (a, b))
     elif call.compute != COMPUTE_32F:
         raise ValueError(f"compute type {call.compute} is neither COMPUTE_32F nor COMPUTE_32F_FAST_16F")
-    c = _column_major(floats(call.c), call.m, call.n, call.ldc, "C", writeable=True)
+    c = _column_major(floats(call.c), call.m, call.n, call.ldc, writeable=True)
     c[...] = np.matmul(a, b, dtype=np.float32)
 
 
-def _operand(flat: np.ndarray, op: int, rows: int, cols: int, ld: int, name: str) -> np.ndarray:
+def _operand(flat: np.ndarray, op: int, rows: int, cols: int, ld: int) -> np.ndarray:
     """op(X) [rows, cols] of a column-major X: X itself with OP_N, X [cols, rows] transposed with OP_T."""
-    if op == OP_N:
-        return _column_major(flat, rows, cols, ld, name)
-    if op == OP_T:
-        return _column_major(flat, cols, rows, ld, name).T
-    raise ValueError(f"{name}: operation {op} is neither OP_N nor OP_T")
+    return _column_major(flat, rows, cols, ld) if op == OP_N else _column_major(flat, cols, rows, ld).T
 
 
-def _column_major(flat: np.ndarray, rows: int, cols: int, ld: int, name: str, writeable: bool = False) -> np.ndarray:
-    if ld < max(1, rows):
-        raise ValueError(f"{name}: leading dimension {ld} is below its {rows} rows")
-    if rows and cols and (cols - 1) * ld + rows > flat.size:
-        raise ValueError(f"{name}: [{rows}, {cols}] with leading dimension {ld} ends past its buffer of {flat.size}")
+def _column_major(flat: np.ndarray, rows: int, cols: int, ld: int, writeable: bool = False) -> np.ndarray:
+    """A view of [rows, cols] stored column by column, `ld` elements apart (check_bounds checked it fits)."""
     item = flat.itemsize
     return np.lib.stride_tricks.as_strided(flat, (rows, cols), (item, ld * item), writeable=writeable)

@@ -13,7 +13,7 @@ from ..compiler.target import Target
 from ..hal.types import DeviceType
 from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, cache_key
-from .cublas_gemm import GEMM_DEFAULT, R_32F, row_major_gemm
+from .cublas_gemm import GEMM_DEFAULT, R_32F, check_bounds, row_major_gemm
 
 BLOCK = 256   # threads a block: every generated kernel declares it (__launch_bounds__)
 _ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)   # GemmEx's alpha and beta, read on the host
@@ -276,6 +276,7 @@ class CudaBackend(Backend):
         from cupy_backends.cuda.libs import cublas
 
         call = row_major_gemm(a, b, c, m, n, k, b_transposed, relaxed)
+        check_bounds(call, lambda buf: buf.nbytes)   # cuBLAS takes pointers and would read past an end
         handle = self.cp.cuda.device.get_cublas_handle()
         with self.stream:   # gemmEx puts the handle on the current stream
             cublas.gemmEx(handle, call.transa, call.transb, call.m, call.n, call.k, _ONE.ctypes.data,

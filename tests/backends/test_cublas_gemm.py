@@ -59,12 +59,27 @@ def test_relaxed_asks_for_float16_inputs_and_only_then(b_transposed):
 
 def test_what_cublas_would_refuse_or_overrun_raises():
     a, b, c = np.zeros(6, np.float32), np.zeros(6, np.float32), np.zeros(4, np.float32)
-    with pytest.raises(ValueError, match="leading dimension 1 is below its 2 rows"):
+    with pytest.raises(ValueError, match="A: leading dimension 1 is below its 2 rows"):
         cg.run_gemm_ex(cg.GemmEx(cg.OP_N, cg.OP_N, 2, 2, 3, a, 1, b, 3, c, 2, cg.COMPUTE_32F), _floats)
-    with pytest.raises(ValueError, match="ends past its buffer"):
+    with pytest.raises(ValueError, match="C: .2, 2. with leading dimension 2 ends past its buffer of 12 bytes"):
         cg.run_gemm_ex(cg.GemmEx(cg.OP_N, cg.OP_N, 2, 2, 3, a, 2, b, 3, c[:3], 2, cg.COMPUTE_32F), _floats)
+    with pytest.raises(ValueError, match="B: operation 2 is neither"):
+        cg.run_gemm_ex(cg.GemmEx(cg.OP_N, 2, 2, 2, 3, a, 2, b, 3, c, 2, cg.COMPUTE_32F), _floats)
     with pytest.raises(ValueError, match="compute type 77"):
         cg.run_gemm_ex(cg.GemmEx(cg.OP_N, cg.OP_N, 2, 2, 3, a, 2, b, 3, c, 2, 77), _floats)
+
+
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_the_row_major_call_fits_its_buffers_exactly(b_transposed):
+    """The check the CUDA backend makes before each call (it gives cuBLAS pointers): a call for
+    buffers of exactly the matrices' bytes passes, one element fewer of any of them does not."""
+    m, n, k = 5, 3, 7
+    sizes = {"A": 4 * m * k, "B": 4 * n * k, "C": 4 * m * n}
+    call = cg.row_major_gemm("A", "B", "C", m, n, k, b_transposed)
+    cg.check_bounds(call, sizes.__getitem__)
+    for short in sizes:
+        with pytest.raises(ValueError, match="ends past its buffer"):
+            cg.check_bounds(call, lambda name: sizes[name] - 4 * (name == short))
 
 
 def test_the_enum_values_are_cublas_own():
