@@ -77,12 +77,16 @@ def test_opencl_gemm_stores_the_output_with_bias_and_activation(name):
 @pytest.mark.parametrize("backend", device_backends())
 @pytest.mark.parametrize("name", CASES)
 def test_matches_reference(backend, name):
-    model, x = CASES[name]()
+    got, want = _output_and_reference(backend, *CASES[name]())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _output_and_reference(backend: str, model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cap = 1 << 22
     ref = run_model(model, [x], [cap], Device("numpy"))
     got = run_model(model, [x], [cap], Device(backend))
     assert got.status == ref.status and got.shapes == ref.shapes
-    np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-4, atol=1e-4)
+    return got.outputs[0], ref.outputs[0]
 
 
 RELAXED = {"conv3x3-same": lambda: conv((1, 28, 28, 32), 64, 3, 1, 1, relaxed=True),
@@ -104,9 +108,6 @@ def test_a_relaxed_model_s_gemms_are_relaxed(name):
 def test_relaxed_matches_reference_within_float16_precision(backend, name):
     """On CUDA the GEMM multiplies float16 inputs; OpenCL on PoCL computes float32 (no cl_khr_fp16)."""
     model, x = RELAXED[name]()
-    cap = 1 << 22
-    ref = run_model(model, [x], [cap], Device("numpy"))
-    got = run_model(model, [x], [cap], Device(backend))
-    assert got.status == ref.status and got.shapes == ref.shapes
+    got, want = _output_and_reference(backend, model, x)
     k = x.shape[-1] * (9 if name.startswith("conv3x3") else 1)
-    np.testing.assert_allclose(got.outputs[0], ref.outputs[0], rtol=1e-2, atol=2e-3 * np.sqrt(k))
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3 * np.sqrt(k))
