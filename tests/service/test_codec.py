@@ -3,6 +3,7 @@ every call and reply survives a round trip with its fds; an unknown op, field, t
 a WireError with every received fd closed once; declared lengths are refused before anything
 of their size is allocated."""
 import dataclasses
+import gc
 import os
 import tracemalloc
 
@@ -22,8 +23,11 @@ from nngpu.service.wire import MAX_BODY, _read_body, dumps, loads
 from tests.driver.conftest import add_model, add_request
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_fds() -> set[int]:
+    """The process's open fds, after a collection: an object of an earlier test that is
+    collected during this one closes its fds then (a CI run saw one close mid-test)."""
+    gc.collect()
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
 
 
 def norm(v):
@@ -162,7 +166,7 @@ def test_a_round_trip_leaves_no_fd_behind():
     before = open_fds()
     for fields, values in messages:
         through_the_wire(fields, values)
-    assert open_fds() == before
+    assert not open_fds() - before   # no fd the round trips opened is left open
 
 
 def bad_variants():
@@ -200,7 +204,7 @@ def test_anything_off_schema_is_refused_and_its_fds_closed():
         # A wrong value that happens to fit (an optional field, a smaller slot id) is fine, if it decodes as such.
         assert set(got) <= set(fields)
     assert refused > 300
-    assert open_fds() == before
+    assert not open_fds() - before   # no fd decode was given or opened is left open
 
 
 @pytest.mark.parametrize("values, why", [
