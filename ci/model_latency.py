@@ -35,6 +35,10 @@ def largest_change(outputs: list[np.ndarray], reference: list[np.ndarray]) -> fl
     return worst
 
 
+def _failure(name: str, precision: str, e: Exception) -> str:
+    return f"{name:30s} {precision:9s} {'FAIL':>8s} {'-':>13s}  {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ci/model_latency.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="cuda")
@@ -50,18 +54,23 @@ def main(argv: list[str] | None = None) -> int:
         if path is None:
             print(f"{name:30s} {'-':9s} {'-':>8s} {'-':>13s}  not cached: run ci/fetch-models.sh", flush=True)
             continue
+        try:   # imported and its inputs made once: both precisions run the same model on the same inputs
+            imported = load_tflite(path)
+            inputs = random_inputs(imported.inputs, seed=0)
+        except Exception as e:  # one model's failure is its line; the others still run
+            failed = 1
+            print(_failure(name, "-", e), flush=True)
+            continue
         reference = None
         for precision in ("float32", "relaxed"):
             try:
-                imported = load_tflite(path)
                 with Session(imported, args.backend, relaxed=precision == "relaxed") as session:
-                    _, steady_us = timed_runs(session, random_inputs(imported.inputs, seed=0), args)
+                    _, steady_us = timed_runs(session, inputs, args)
                     launches, outputs = session.device_launches(), session.output_arrays()
                     relaxed_precision = session.device.backend.relaxed_precision()
-            except Exception as e:  # one model's failure is its line; the others still run
+            except Exception as e:
                 failed = 1
-                print(f"{name:30s} {precision:9s} {'FAIL':>8s} {'-':>13s}  {type(e).__name__}: "
-                      f"{str(e).splitlines()[0][:80]}", flush=True)
+                print(_failure(name, precision, e), flush=True)
                 continue
             change = "-" if reference is None else f"{largest_change(outputs, reference):8.1e}"
             if reference is None:
