@@ -29,6 +29,7 @@ from .infer import Inference, infer, initial_known
 from .library import has_template, specialise
 from .memory_plan import plan_slots
 from .pool_fold import fold_sibling_pools
+from .relaxed_storage import float16_temporaries
 from .squeeze_excite import fold_squeeze_excite
 from .steps import (NO_DATA, GemmStep, HostStep, KernelStep, Known, SegmentSpec, Step, Stop, TemplateStep, TensorInfo,
                     Transfer)
@@ -61,6 +62,9 @@ class _Builder:
         self.temps[key] = TensorInfo(shape, storage)
         return BufferTensor(Buffer(key, storage), shape)
 
+    def storage_of_output(self, i: int) -> str:
+        return self.low.storage_of(self.low.graph.operations[self.op].outputs[i])
+
     def materialize(self, compute: Compute, name: str) -> BufferTensor:
         t = self.temp(compute.shape, "float" if compute.dtype == "float" else "int")
         self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, [self.op]))
@@ -80,6 +84,8 @@ class _Builder:
                 temp: tuple[int, ...] | None = None, then_row: int | None = None,
                 group: int | None = None) -> BufferTensor:
         out = self._output() if temp is None else self.temp(temp, "float")
+        if any(t.buffer.storage == "half" for t in [*inputs, out]):   # the templates read and write float
+            raise ValueError(f"the {kind} kernel takes no float16 buffers")
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]
@@ -90,6 +96,7 @@ class _Builder:
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,
              epilogue: tuple[BufferTensor, tuple[float, float]] | None = None,
              relaxed: bool = False) -> BufferTensor | Stored:
+        a, b = self._float(a, "gemm_a"), self._float(b, "gemm_b")   # the GEMMs take float32 matrices
         key, ldb = b.buffer.key, None
         if b_transposed and key in self.constants and k < PACK_BELOW_K and m >= PACK_FROM_M:
             # a short K: B packed as [K, N], a small copy, for the row-blocked schedules (on PoCL
@@ -103,7 +110,7 @@ class _Builder:
             self.constants[key] = packed
             self.temps[key] = TensorInfo((k, stride), self.temps[key].storage, pinned=True)
             b_transposed, ldb = False, (stride if stride != n else None)
-        if epilogue is not None and self.low.target.gemm_epilogue:
+        if epilogue is not None and self.low.target.gemm_epilogue and self._output().buffer.storage == "float":
             bias, bounds = epilogue
             out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
@@ -113,6 +120,12 @@ class _Builder:
         self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op], b_transposed,
                                    ldb=ldb, relaxed=relaxed))
         return c
+
+    def _float(self, t: BufferTensor, name: str) -> BufferTensor:
+        """`t`, or a float32 copy of a float16 one (a relaxed temporary)."""
+        if t.buffer.storage != "half":
+            return t
+        return self.materialize(Compute(t.shape, "float", t.load), name)
 
 
 Built = tuple[list[Result], _Builder]
@@ -133,8 +146,12 @@ class _Lowering:
         self.known.next_id = self.next_id
         return self.next_id - 1
 
+    def storage_of(self, t: int) -> str:
+        """Operand t's buffer storage: its type's, or float16 for a relaxed temporary (Known.half)."""
+        return "half" if t in self.known.half else storage_of(self.graph.operands[t].type)
+
     def tensor_of(self, idx: int) -> BufferTensor:
-        return BufferTensor(Buffer(idx, storage_of(self.graph.operands[idx].type)), self.known.shapes[idx])
+        return BufferTensor(Buffer(idx, self.storage_of(idx)), self.known.shapes[idx])
 
     def unique_name(self, name: str) -> str:
         unique, n = name, 1
@@ -182,6 +199,7 @@ class _Lowering:
 def lower_segment(runner: GraphRunner, start: int, known: Known, target: Target, fuse: bool = True) -> SegmentSpec:
     """The segment of the main graph from operation `start`, given what is known there."""
     known = known.copy()
+    known.half = float16_temporaries(runner.model.main, runner.context.relaxed, target)
     inference = infer(runner, start, known)
     low = _Lowering(runner, start, known, target)
     trial: dict[int, Built] = {}
@@ -216,7 +234,7 @@ class _Emitter:
         if t in self.fused:  # a consumer went to the host: store the Compute after all
             self.store(t, self.fused.pop(t), self.fused_ops.pop(t))
             return
-        info = TensorInfo(known.shapes[t], storage_of(self.graph.operands[t].type))
+        info = TensorInfo(known.shapes[t], self.low.storage_of(t))
         if t in known.values:
             self.constants[t] = np.ascontiguousarray(known.values[t])
             info.pinned = True
@@ -234,7 +252,7 @@ class _Emitter:
         known.on_host.add(t)
 
     def store(self, t: int, compute: Compute, ops: list[int]) -> None:
-        out = Buffer(t, storage_of(self.graph.operands[t].type))
+        out = Buffer(t, self.low.storage_of(t))
         outputs = self.graph.operations[ops[0]].outputs  # ops[0]: the operation producing t
         name = _kernel_name(self.graph, ops) + (f"_out{outputs.index(t)}" if len(outputs) > 1 else "")
         step = self.low.kernel_step(name, out, compute, sorted(ops))
@@ -268,7 +286,8 @@ class _Emitter:
         for t, result in zip(op.outputs, results):
             if isinstance(result, View):
                 source = op.inputs[result.input]
-                if source not in self.fused and t not in self.graph.outputIndexes:
+                if (source not in self.fused and t not in self.graph.outputIndexes
+                        and self.low.storage_of(source) == self.low.storage_of(t)):   # one buffer, one storage
                     self.ensure_device(source)
                     self.aliases[t] = self.aliases.get(source, source)
                     self.known.on_device.add(t)

@@ -29,9 +29,11 @@ class Known:
     on_device: set[int] = field(default_factory=set)   # operands earlier segments left on the device
     on_host: set[int] = field(default_factory=set)     # operands with a host value at run time
     next_id: int = 0                                   # above every tensor id earlier segments gave
+    half: frozenset[int] = frozenset()                 # float32 operands stored as float16 (relaxed_storage.py)
 
     def copy(self) -> "Known":
-        return Known(dict(self.shapes), dict(self.values), set(self.on_device), set(self.on_host), self.next_id)
+        return Known(dict(self.shapes), dict(self.values), set(self.on_device), set(self.on_host), self.next_id,
+                     self.half)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ class Target:
     gemm_row_stride: Callable[[int], int] | None = None
     # multiply-adds from which a float convolution is a GEMM rather than a generated kernel
     gemm_min_work: int = 1 << 21
+    # whether a relaxed model's float32 temporaries are stored as float16 (compiler/relaxed_storage.py)
+    relaxed_storage: bool = False
 
     def render(self, kernel: Kernel) -> str:
         """The kernel alone as C, framed by this target's schedule."""

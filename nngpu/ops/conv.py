@@ -255,6 +255,7 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     vw = channel_lanes(g.cout, narrowest=2)
     if (p.nchw or p.multiplier != 1 or vw is None or node.in_operand(0).type != F32
             or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
+            or node.out_storage(0) != "float"
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
     pix = depthwise_pixels(g.ow, vw)
@@ -277,6 +278,7 @@ def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     vw = channel_lanes(g.cout)
     if (g.groups != 1 or g.oh * g.ow < ROW_PIXELS or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS
             or vw is None or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, b))
+            or node.out_storage(0) != "float"
             or max(g.n * g.h * g.w * g.cin, g.n * g.oh * g.ow * g.cout) >= 2 ** 31 or not node.has_library("conv")):
         return None
     # [Cout, KH, KW, Cin] -> [KH, KW, Cin, Cout]: a tap's output channels contiguous

@@ -114,6 +114,11 @@ class OpNode(OpContext):
         """A kernel storing `compute` into a temporary before this operation's kernel."""
         return self._builder().materialize(compute, name)
 
+    def out_storage(self, i: int) -> str:
+        """How output i is stored on the target: its type's storage, or "half" for a relaxed
+        model's float32 temporary where the target stores those as float16."""
+        return self._builder().storage_of_output(i)
+
     def has_library(self, kind: str) -> bool:
         """Whether the target has a hand-written kernel for `kind` (compiler/library.py)."""
         return self._builder().has_library(kind)

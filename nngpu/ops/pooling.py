@@ -226,7 +226,8 @@ def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
     p, src, win, oh, ow = _geometry(node)
     vw = channel_lanes(src.c, narrowest=2)
     if (p.nchw or vw is None or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
-            or x.buffer.storage != "float" or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
+            or x.buffer.storage != "float" or node.out_storage(0) != "float"
+            or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
             or not node.has_library("max_pool")):
         return None
     pixels, vectors = src.n * oh * ow, src.c // vw

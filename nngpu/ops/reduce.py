@@ -180,7 +180,7 @@ def _column_sum(node: OpNode, x, count: int) -> Stored | None:
     op, axes, shape = node.operation.type, node.params.axes, node.in_shape(0)
     if (op not in (Op.MEAN, Op.REDUCE_SUM) or node.in_operand(0).type != _F32 or not axes
             or list(axes) != list(range(axes[0], axes[-1] + 1)) or not isinstance(x, BufferTensor)
-            or x.buffer.storage != "float" or not node.has_library("column_sum")):
+            or x.buffer.storage != "float" or node.out_storage(0) != "float" or not node.has_library("column_sum")):
         return None
     b, r, c = (int(np.prod(shape[s], dtype=np.int64)) for s in (slice(0, axes[0]), slice(axes[0], axes[-1] + 1),
                                                                   slice(axes[-1] + 1, None)))

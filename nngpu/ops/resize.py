@@ -235,7 +235,8 @@ def _bilinear_library(node: OpNode, x, tables: list) -> Stored | None:
     channels 4 divides; None where it does not apply."""
     p, (n, h, w, c) = node.params, node.in_shape(0)
     if (p.nchw or node.in_operand(0).type != T.TENSOR_FLOAT32 or c % 4 or not isinstance(x, BufferTensor)
-            or x.buffer.storage != "float" or max(n * h * w * c, n * p.out_h * p.out_w * c) >= 2 ** 31
+            or x.buffer.storage != "float" or node.out_storage(0) != "float"
+            or max(n * h * w * c, n * p.out_h * p.out_w * c) >= 2 ** 31
             or not node.has_library("resize_bilinear")):
         return None
     vw = channel_lanes(c)

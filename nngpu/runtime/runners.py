@@ -81,7 +81,8 @@ class Upload(StepRunner):
             self.bound = buf
 
     def host_value(self, state: ExecutionState) -> np.ndarray:
-        return np.ascontiguousarray(state.lookup(self.tensor, self.known))
+        """In the tensor's storage dtype (a relaxed temporary's float32 value rounded to float16)."""
+        return np.ascontiguousarray(state.lookup(self.tensor, self.known), dtype=self.dtype)
 
     def planned_nbytes(self) -> int | None:
         """Its size from the shape the plan knows (None: known once a host step has run)."""

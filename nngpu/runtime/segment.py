@@ -145,9 +145,11 @@ class Segment:
             return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed,
                                                          epilogue, then, step.ldb, scale, step.relaxed))
         if isinstance(step, Transfer):
-            dtype = np.dtype(dtype_of(self.plan.graph.operands[step.tensor].type))
+            # a relaxed temporary moves as its float16 storage (ExecutionState.lookup widens it)
+            t = step.tensor
+            dtype = np.dtype(np.float16 if t in known.half else dtype_of(self.plan.graph.operands[t].type))
             kind = Upload if step.to_device else Download
-            return kind(backend, step.tensor, b[step.tensor], known, dtype)
+            return kind(backend, t, b[t], known, dtype)
         assert isinstance(step, HostStep)
         return HostOperation(self.plan.reference, self.plan.graph, step, known)
 

@@ -26,9 +26,13 @@ class ExecutionState:
 
     def lookup(self, t: int, known: Known) -> np.ndarray | None:
         """Operand t's value on the host: computed there, known to the plan, or an input (None
-        for one the request left without a value)."""
+        for one the request left without a value). A relaxed temporary downloaded as its float16
+        storage (Known.half) is float32 again, as its type says, for the host steps reading it."""
         if t in self.host:
-            return self.host[t]
+            value = self.host[t]
+            if t in known.half and value is not None and value.dtype == np.float16:
+                value = self.host[t] = value.astype(np.float32)
+            return value
         value = known.values.get(t)
         if value is not None:
             return value

@@ -79,6 +79,10 @@ class ModelBuilder:
         """An operation with one output."""
         return self.operation(op, inputs, [(t, dims, scale, zero_point)])[0]
 
+    def subgraph(self, index: int) -> int:
+        """A SUBGRAPH operand naming referenced subgraph `index` (build's `referenced`)."""
+        return self._operand(T.SUBGRAPH, [], OperandLifeTime.SUBGRAPH, location=DataLocation(0, index, 0))
+
     def omitted(self, t: int) -> int:
         """A NO_VALUE operand (an optional input left out)."""
         return self._operand(t, [], OperandLifeTime.NO_VALUE)
@@ -89,10 +93,14 @@ class ModelBuilder:
         self.outputs.append(idx)
         return idx
 
-    def build(self) -> Model_1_3:
+    def graph(self) -> Subgraph:
         count_consumers(self.operands, self.operations)
-        main = Subgraph(self.operands, self.operations, list(self.inputs), list(self.outputs))
-        return Model_1_3(main, [], bytes(self._values))
+        return Subgraph(self.operands, self.operations, list(self.inputs), list(self.outputs))
+
+    def build(self, referenced: Sequence[Subgraph] = ()) -> Model_1_3:
+        """The model of this main graph; `referenced`: its subgraphs (other builders' `graph()`,
+        without constants of their own)."""
+        return Model_1_3(self.graph(), list(referenced), bytes(self._values))
 
 
 def prepare(device, model: Model_1_3):

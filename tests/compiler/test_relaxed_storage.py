@@ -1,0 +1,201 @@
+"""A relaxed model's float32 temporaries stored as float16 (Target.relaxed_storage): which
+operands, what the lowering makes of them (no template or GEMM reads float16 as float32, the
+buffers are half the size), and the corpus' relaxed models with float32 temporaries passing their
+relaxed tolerances so on every device backend, transfers to and from host steps included."""
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import numpy as np
+import pytest
+
+from nngpu.backends import create, device_backends
+from nngpu.backends.opencl import TARGET as OPENCL
+from nngpu.compiler.lower import device_plan, lower_model
+from nngpu.compiler.relaxed_storage import READS_BITS, float16_temporaries
+from nngpu.compiler.steps import GemmStep, Known, TemplateStep, Transfer
+from nngpu.hal import OperandType as T, OperationType as Op
+from nngpu.json_models import build_model, load_cases
+from nngpu.modelutil import as_model_1_3
+from nngpu.runtime.interpreter import GraphRunner
+from nngpu.runtime.state import ExecutionState
+
+from ..cts.test_corpus import BUNDLED_CORPUS
+from ..cuda_host.test_corpus_host import corpus_problems
+from ..ops.test_shape_functions import case_inputs
+from .model_builder import ModelBuilder
+
+HALF_OPENCL = dataclasses.replace(OPENCL, relaxed_storage=True)
+SAMPLE_EVERY = 20   # of the corpus' 530 relaxed cases with float32 temporaries (52 cases by default, 539 in all)
+
+
+def _chain(relaxed: bool):
+    """x -> ADD c -> t1 -> RESHAPE -> t2; x -> RESHAPE -> t3 (a view of the input);
+    ARGMAX t1 -> an int32 temporary; out = ADD(t2, t3)."""
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [2, 8])
+    c = b.constant(T.TENSOR_FLOAT32, np.arange(8, dtype=np.float32))
+    none, shape = b.constant(T.INT32, 0), b.constant(T.TENSOR_INT32, [16])
+    t1 = b.op(Op.ADD, [x, c, none], T.TENSOR_FLOAT32, [2, 8])
+    t2 = b.op(Op.RESHAPE, [t1, shape], T.TENSOR_FLOAT32, [16])
+    t3 = b.op(Op.RESHAPE, [x, shape], T.TENSOR_FLOAT32, [16])
+    index = b.op(Op.ARGMAX, [t1, none], T.TENSOR_INT32, [8])
+    out = b.output(b.op(Op.ADD, [t2, t3, none], T.TENSOR_FLOAT32, [16]))
+    b.output(index)
+    model = b.build()
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model, dict(x=x, c=c, t1=t1, t2=t2, t3=t3, out=out, index=index)
+
+
+def test_only_a_relaxed_models_float32_temporaries_are_float16():
+    model, ids = _chain(relaxed=True)
+    # t3 views the model's input, which stays float32; the int32 result and the output are no float16
+    assert float16_temporaries(model.main, True, HALF_OPENCL) == {ids["t1"], ids["t2"]}
+    assert float16_temporaries(model.main, False, HALF_OPENCL) == frozenset()
+    assert float16_temporaries(model.main, True, OPENCL) == frozenset()   # a target that keeps float32
+
+
+def test_what_is_hashed_as_bytes_stays_float32():
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [3, 2])
+    none = b.constant(T.INT32, 0)
+    hashed = b.op(Op.ADD, [x, b.constant(T.TENSOR_FLOAT32, np.ones(2, np.float32)), none], T.TENSOR_FLOAT32, [3, 2])
+    seeds = b.constant(T.TENSOR_FLOAT32, np.array([[0.123, 0.456], [-0.321, 0.654]], np.float32))
+    b.output(b.op(Op.LSH_PROJECTION, [seeds, hashed, b.omitted(T.TENSOR_FLOAT32), b.constant(T.INT32, 2)],
+                  T.TENSOR_INT32, [4]))
+    assert Op.LSH_PROJECTION in READS_BITS
+    assert float16_temporaries(b.build().main, True, HALF_OPENCL) == frozenset()
+
+
+def _conv_chain(relaxed: bool):
+    """Three 3x3 convolutions of 32 channels on 40 x 40 (each a GEMM on OpenCL), a max pool and a
+    mean over the pixels."""
+    rng = np.random.default_rng(11)
+    b = ModelBuilder()
+    x = b.input(T.TENSOR_FLOAT32, [1, 40, 40, 8])
+    one, relu = b.constant(T.INT32, 1), b.constant(T.INT32, 1)
+    t, cin = x, 8
+    for _ in range(3):
+        f = b.constant(T.TENSOR_FLOAT32, rng.standard_normal((32, 3, 3, cin), dtype=np.float32) * 0.2)
+        bias = b.constant(T.TENSOR_FLOAT32, rng.standard_normal(32, dtype=np.float32))
+        t, cin = b.op(Op.CONV_2D, [t, f, bias, one, one, one, relu], T.TENSOR_FLOAT32, [1, 40, 40, 32]), 32
+    two = b.constant(T.INT32, 2)
+    pooled = b.op(Op.MAX_POOL_2D, [t, b.constant(T.INT32, 2), two, two, two, two, b.constant(T.INT32, 0)],
+                  T.TENSOR_FLOAT32, [1, 20, 20, 32])
+    b.output(b.op(Op.MEAN, [pooled, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 0)],
+                  T.TENSOR_FLOAT32, [1, 32]))
+    model = b.build()
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model, rng.standard_normal((1, 40, 40, 8), dtype=np.float32)
+
+
+def test_the_lowering_stores_them_as_float16_and_reads_them_as_such():
+    model, _ = _conv_chain(relaxed=True)
+    spec = lower_model(GraphRunner(model), HALF_OPENCL)
+    half = spec.known.half
+    assert len(half) == 4
+    for t in half:
+        assert spec.tensors[t].storage == "half"
+    for step in spec.steps:   # the hand-written kernels and the GEMMs read and write float32 only
+        if isinstance(step, (TemplateStep, GemmStep)):
+            assert all(spec.tensors[t].storage == "float" for t in step.args if t in spec.tensors), step
+    assert any(isinstance(s, GemmStep) for s in spec.steps)
+    float_spec = lower_model(GraphRunner(_conv_chain(relaxed=False)[0]), HALF_OPENCL)
+    assert not float_spec.known.half
+    assert all(2 * spec.tensors[t].nbytes == float_spec.tensors[t].nbytes for t in half)
+
+
+@pytest.mark.parametrize("backend_name", device_backends())
+def test_a_relaxed_plan_with_float16_temporaries_matches_within_float16(backend_name):
+    backend = create(backend_name)
+    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    outputs = {}
+    for relaxed in (False, True):
+        model, x = _conv_chain(relaxed)
+        outputs[relaxed] = np.asarray(device_plan(GraphRunner(model), backend).execute([x])[0])
+    want = outputs[False]
+    assert not np.array_equal(outputs[True], want)   # float16 storage rounds
+    np.testing.assert_allclose(outputs[True], want, rtol=5e-3, atol=5e-3 * float(np.abs(want).max()))
+
+
+def _host_step_between(relaxed: bool):
+    """t1 = x + c on the device; IF(cond) RELU(t1) else ABS(t1), on the host (the branch taken
+    decides the outputs); out = that + c on the device: t1 goes down and the IF's result up."""
+    branches = []
+    for op in (Op.RELU, Op.ABS):
+        g = ModelBuilder()
+        a = g.input(T.TENSOR_FLOAT32, [4, 8])
+        g.output(g.op(op, [a], T.TENSOR_FLOAT32, [4, 8]))
+        branches.append(g.graph())
+    b = ModelBuilder()
+    x, cond = b.input(T.TENSOR_FLOAT32, [4, 8]), b.input(T.TENSOR_BOOL8, [1])
+    c, none = b.constant(T.TENSOR_FLOAT32, np.linspace(-1, 1, 8, dtype=np.float32)), b.constant(T.INT32, 0)
+    t1 = b.op(Op.ADD, [x, c, none], T.TENSOR_FLOAT32, [4, 8])
+    t2 = b.op(Op.IF, [cond, b.subgraph(0), b.subgraph(1), t1], T.TENSOR_FLOAT32, [4, 8])
+    b.output(b.op(Op.ADD, [t2, c, none], T.TENSOR_FLOAT32, [4, 8]))
+    model = b.build(branches)
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model, t1, t2
+
+
+@pytest.mark.parametrize("backend_name", device_backends())
+@pytest.mark.parametrize("taken", [True, False])
+def test_float16_temporaries_to_and_from_a_host_step(backend_name, taken):
+    backend = create(backend_name)
+    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    x = np.random.default_rng(2).standard_normal((4, 8), dtype=np.float32) * 100
+    inputs = [x, np.array([taken])]
+    model, t1_id, t2_id = _host_step_between(relaxed=True)
+    plan = device_plan(GraphRunner(model), backend)
+    got = np.asarray(plan.execute(inputs)[0])
+    c = np.linspace(-1, 1, 8, dtype=np.float32)
+    t1 = (x + c).astype(np.float16).astype(np.float32)
+    t2 = (np.maximum(t1, 0) if taken else np.abs(t1)).astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(got, t2 + c, rtol=1e-6)
+    transfers = {(s.tensor, s.to_device) for seg in plan._last for s in seg.spec.steps if isinstance(s, Transfer)}
+    assert {(t1_id, False), (t2_id, True)} <= transfers   # t1 down to the IF, its result up
+    assert all(seg.spec.known.half >= {t1_id, t2_id} for seg in plan._last)
+
+
+def test_a_host_step_reads_a_float16_temporary_as_float32():
+    model, t1, _ = _host_step_between(relaxed=True)
+    state = ExecutionState(model.main, [None, None], None)
+    known = Known({}, {}, half=frozenset({t1}))
+    state.host[t1] = np.array([1.5, 65504], np.float16)   # as a Download leaves it
+    value = state.lookup(t1, known)
+    assert value.dtype == np.float32 and value.tolist() == [1.5, 65504.0]
+    assert state.lookup(t1, known) is value   # widened once
+
+
+def relaxed_cases_with_temporaries(full: bool) -> list:
+    """The corpus' relaxed cases with a float32 temporary (one in SAMPLE_EVERY; all with
+    --full-cts), and every case with an operation reading its input's bits."""
+    def chosen(case) -> bool:
+        ops = {o["type"] for o in case.raw["main"]["operations"]}
+        if ops & {op.name for op in READS_BITS}:
+            return True
+        temps = any(o["lifetime"] == "TEMPORARY_VARIABLE" and o["type"] == "TENSOR_FLOAT32"
+                    for o in case.raw["main"]["operands"])
+        return temps and (full or zlib.crc32(case.name.encode()) % SAMPLE_EVERY == 0)
+    return [c for c in load_cases(BUNDLED_CORPUS) if c.relaxed and not c.expect_failure and chosen(c)]
+
+
+@pytest.mark.parametrize("backend_name", device_backends())
+def test_the_corpus_relaxed_models_with_float16_temporaries(backend_name, request):
+    backend = create(backend_name)
+    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    problems, with_half, moved = [], 0, 0
+    cases = relaxed_cases_with_temporaries(request.config.getoption("--full-cts"))
+    for case in cases:
+        model = as_model_1_3(build_model(case))
+        plan = device_plan(GraphRunner(model), backend)
+        with np.errstate(all="ignore"):
+            outputs = [np.asarray(o) for o in plan.execute(case_inputs(case, model))]
+        problems += [f"{case.name}: {p}" for p in corpus_problems(case, outputs)]
+        specs = [s.spec for s in plan._last]
+        with_half += any(s.known.half for s in specs)
+        moved += any(isinstance(step, Transfer) and step.tensor in s.known.half for s in specs for step in s.steps)
+    assert not problems, "; ".join(problems)
+    assert with_half >= len(cases) // 2, f"{with_half} of {len(cases)} cases stored float16 temporaries"
+    assert moved, "no case moved a float16 temporary between the host and the device"
