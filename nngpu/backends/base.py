@@ -303,10 +303,11 @@ class Backend(ABC):
         segment binds its steps while it records the programs it uses."""
 
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
-             relaxed: bool = False) -> None:
+             relaxed: bool = False, half: bool = False) -> None:
         """C[m, n] = A[m, k] @ B[k, n]: row-major float32 buffers (a library call where the
         platform has one); with b_transposed, `b` holds B as [n, k]; `relaxed`: the model allows
-        float16 range and precision (relaxed_precision says what the backend makes of it)."""
+        float16 range and precision (relaxed_precision says what the backend makes of it); `half`:
+        A and B are float16 (asked only of a target with gemm_half_inputs), C float32."""
         raise NotImplementedError(f"the {self.name} backend has no GEMM")
 
     # ---- bound steps: what a plan builds at prepare and only calls per execution ----------------
@@ -316,21 +317,22 @@ class Backend(ABC):
 
     def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None,
-                  ldb: int | None = None, scale: Any = None, relaxed: bool = False) -> Callable[[], Any]:
+                  ldb: int | None = None, scale: Any = None, relaxed: bool = False,
+                  half: bool = False) -> Callable[[], Any]:
         """The GEMM as a call without arguments; with epilogue (bias buffer, lo, hi) it stores
         clamp(C + bias, lo, hi), and with (bias, lo, hi, residual buffer, lo2, hi2)
         clamp(clamp(C + bias, lo, hi) + residual, lo2, hi2); with `then` (a folded kernel's
         source, its buffers) that kernel's value of clamp(C + bias, lo, hi): what only a backend
         whose target has gemm_epilogue is asked for. `ldb`: B's row stride where its rows are
         padded (a target's gemm_row_stride); `scale`: a buffer of K floats that multiply A's
-        columns as they are read (asked for with gemm_epilogue too); `relaxed` as gemm's."""
+        columns as they are read (asked for with gemm_epilogue too); `relaxed` and `half` as gemm's."""
         if ldb is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM reads B with rows of N columns")
         if scale is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM scales no columns of A")
         if epilogue is not None or then is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM has no epilogue")
-        return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed, relaxed)
+        return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed, relaxed, half)
 
     # Whether a bound step's buffer argument may be replaced between executions (`rebind`): the
     # kernels reading an input then read it where the execution's device value already is (a

@@ -1,5 +1,5 @@
-"""A row-major float32 GEMM as the one cublasGemmEx call that computes it, and that call run by
-cuBLAS's definition with numpy.
+"""A row-major GEMM of float32 (or float16) matrices into float32 as the one cublasGemmEx call
+that computes it, and that call run by cuBLAS's definition with numpy.
 
 cuBLAS reads matrices column-major, and a row-major [r, c] matrix read so is its transpose:
 C = A @ B is computed as C^T = B^T @ A^T, with no copy. The call is plain data, so the host
@@ -14,7 +14,8 @@ import numpy as np
 
 # cuBLAS's enum values (cublas_api.h, library_types.h)
 OP_N, OP_T = 0, 1
-R_32F = 0                   # cudaDataType CUDA_R_32F: A, B and C are float32
+R_32F = 0                   # cudaDataType CUDA_R_32F: float32 elements
+R_16F = 2                   # cudaDataType CUDA_R_16F: float16 elements (A and B only here)
 COMPUTE_32F = 68            # float32 products and sums
 COMPUTE_32F_FAST_16F = 74   # inputs may be rounded to float16 (tensor cores); sums stay float32
 GEMM_DEFAULT = -1           # cuBLAS picks the algorithm (tensor cores where the compute type allows)
@@ -22,8 +23,9 @@ GEMM_DEFAULT = -1           # cuBLAS picks the algorithm (tensor cores where the
 
 @dataclass(frozen=True)
 class GemmEx:
-    """cublasGemmEx's arguments but the handle, scalars and types: C = op(A) @ op(B), op(A)
-    [m, k], op(B) [k, n], C [m, n], each column-major with its leading dimension."""
+    """cublasGemmEx's arguments but the handle, scalars and C's type (float32): C = op(A) @ op(B),
+    op(A) [m, k], op(B) [k, n], C [m, n], each column-major with its leading dimension; A and B
+    of `ab_type`."""
 
     transa: int
     transb: int
@@ -37,17 +39,21 @@ class GemmEx:
     c: Any
     ldc: int
     compute: int
+    ab_type: int = R_32F
 
 
 def row_major_gemm(a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
-                   relaxed: bool = False) -> GemmEx:
+                   relaxed: bool = False, half: bool = False) -> GemmEx:
     """The call storing row-major C[m, n] = A[m, k] @ B, B stored as [k, n] (or as [n, k] with
-    b_transposed); `relaxed` (the model's relaxComputationFloat32toFloat16) lets cuBLAS multiply
-    float16 inputs, which the spec allows then and only then."""
-    compute = COMPUTE_32F_FAST_16F if relaxed else COMPUTE_32F
+    b_transposed), C float32. A and B are float32, or float16 with `half` (a relaxed model's
+    float16 temporary times its weights rounded so; float32 sums). `relaxed` (the model's
+    relaxComputationFloat32toFloat16) lets cuBLAS multiply float32 inputs as float16, which the
+    spec allows then and only then."""
+    compute = COMPUTE_32F_FAST_16F if relaxed and not half else COMPUTE_32F
+    ab_type = R_16F if half else R_32F
     if b_transposed:   # B stored [n, k], read column-major, is B itself [k, n]: op T gives B^T
-        return GemmEx(OP_T, OP_N, n, m, k, b, k, a, k, c, n, compute)
-    return GemmEx(OP_N, OP_N, n, m, k, b, n, a, k, c, n, compute)
+        return GemmEx(OP_T, OP_N, n, m, k, b, k, a, k, c, n, compute, ab_type)
+    return GemmEx(OP_N, OP_N, n, m, k, b, n, a, k, c, n, compute, ab_type)
 
 
 def check_bounds(call: GemmEx, nbytes: Callable[[Any], int]) -> None:
@@ -59,29 +65,44 @@ def check_bounds(call: GemmEx, nbytes: Callable[[Any], int]) -> None:
             raise ValueError(f"{name}: operation {op} is neither OP_N nor OP_T")
     a_rows, a_cols = (call.m, call.k) if call.transa == OP_N else (call.k, call.m)
     b_rows, b_cols = (call.k, call.n) if call.transb == OP_N else (call.n, call.k)
-    for name, buf, rows, cols, ld in (("A", call.a, a_rows, a_cols, call.lda), ("B", call.b, b_rows, b_cols, call.ldb),
-                                      ("C", call.c, call.m, call.n, call.ldc)):
+    if (call.ab_type, call.compute) not in _SUPPORTED:
+        raise ValueError(f"A and B of type {call.ab_type} with compute type {call.compute}: not a combination "
+                         "cuBLAS takes into a float32 C")
+    item = _DTYPE[call.ab_type].itemsize
+    for name, buf, rows, cols, ld, size in (("A", call.a, a_rows, a_cols, call.lda, item),
+                                            ("B", call.b, b_rows, b_cols, call.ldb, item),
+                                            ("C", call.c, call.m, call.n, call.ldc, 4)):
         if ld < max(1, rows):
             raise ValueError(f"{name}: leading dimension {ld} is below its {rows} rows")
-        if rows and cols and ((cols - 1) * ld + rows) * 4 > nbytes(buf):
+        if rows and cols and ((cols - 1) * ld + rows) * size > nbytes(buf):
             raise ValueError(f"{name}: [{rows}, {cols}] with leading dimension {ld} ends past its buffer of "
                              f"{nbytes(buf)} bytes")
 
 
-def run_gemm_ex(call: GemmEx, floats: Callable[[Any], np.ndarray]) -> None:
-    """The call as cuBLAS defines it, on the float32 elements `floats(buffer)` gives; with
-    COMPUTE_32F_FAST_16F the inputs rounded to float16, the coarsest that compute type allows.
-    What check_bounds refuses raises ValueError."""
-    check_bounds(call, lambda buf: floats(buf).nbytes)
-    a = _operand(floats(call.a), call.transa, call.m, call.k, call.lda)
-    b = _operand(floats(call.b), call.transb, call.k, call.n, call.ldb)
+def run_gemm_ex(call: GemmEx, memory: Callable[[Any], np.ndarray]) -> None:
+    """The call as cuBLAS defines it, on the elements of the arrays `memory(buffer)` gives (the
+    buffers' bytes, read as each matrix's type); with COMPUTE_32F_FAST_16F the inputs rounded to
+    float16, the coarsest that compute type allows. What check_bounds refuses raises ValueError."""
+    check_bounds(call, lambda buf: memory(buf).nbytes)
+    ab = _DTYPE[call.ab_type]
+    a = _operand(_elements(memory(call.a), ab), call.transa, call.m, call.k, call.lda)
+    b = _operand(_elements(memory(call.b), ab), call.transb, call.k, call.n, call.ldb)
     if call.compute == COMPUTE_32F_FAST_16F:
         with np.errstate(over="ignore"):
-            a, b = (x.astype(np.float16).astype(np.float32) for x in (a, b))
-    elif call.compute != COMPUTE_32F:
-        raise ValueError(f"compute type {call.compute} is neither COMPUTE_32F nor COMPUTE_32F_FAST_16F")
-    c = _column_major(floats(call.c), call.m, call.n, call.ldc, writeable=True)
-    c[...] = np.matmul(a, b, dtype=np.float32)
+            a, b = (x.astype(np.float16) for x in (a, b))
+    c = _column_major(_elements(memory(call.c), np.dtype(np.float32)), call.m, call.n, call.ldc, writeable=True)
+    c[...] = np.matmul(a.astype(np.float32), b.astype(np.float32))
+
+
+_DTYPE = {R_32F: np.dtype(np.float32), R_16F: np.dtype(np.float16)}
+# (A and B's type, compute type) cuBLAS takes with a float32 C
+_SUPPORTED = {(R_32F, COMPUTE_32F), (R_32F, COMPUTE_32F_FAST_16F), (R_16F, COMPUTE_32F)}
+
+
+def _elements(memory: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A buffer's bytes as whole elements of `dtype`."""
+    raw = memory.reshape(-1).view(np.uint8)
+    return raw[: raw.size // dtype.itemsize * dtype.itemsize].view(dtype)
 
 
 def _operand(flat: np.ndarray, op: int, rows: int, cols: int, ld: int) -> np.ndarray:

@@ -94,7 +94,7 @@ class CUDARenderer(CStyleRenderer):
 # (unmeasured on a GPU so far).
 # A slice's statistic (softmax's maximum and sum, a mean) takes a block of BLOCK threads.
 TARGET = Target("cuda", CUDARenderer(), ".cu", Schedule(group=BLOCK, declare_group=True, reduce_group=BLOCK),
-                gemm_min_work=1 << 21)
+                gemm_min_work=1 << 21, relaxed_storage=True, gemm_half_inputs=True)
 
 
 # With a ROCm build of CuPy there is no sm_XX to compile for, no cubin and no stream capture:
@@ -234,8 +234,8 @@ class CudaBackend(Backend):
                 dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
 
     def relaxed_precision(self) -> str:
-        return ("cuBLAS's GEMMs take float16 inputs (tensor cores) and sum in float32; "
-                "the generated kernels compute float32")
+        return ("float32 temporaries are stored as float16 (half the memory traffic) and the generated kernels "
+                "compute float32 from them; cuBLAS's GEMMs multiply float16 inputs (tensor cores) and sum in float32")
 
     def cache_identity(self) -> str:
         return self.arch
@@ -269,18 +269,21 @@ class CudaBackend(Backend):
         self._gemm_ready.done = True
 
     @_on_device
-    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, relaxed: bool = False) -> None:
+    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, relaxed: bool = False,
+             half: bool = False) -> None:
         """cuBLAS's GemmEx on the raw buffers (cublas_gemm.py: B given transposed is cuBLAS's own
-        transpose operation, not a copy); float16 inputs only where the model is relaxed. Called
-        directly, not through CuPy's matmul, whose compute type follows $CUPY_TF32 instead."""
+        transpose operation, not a copy); float16 inputs only where the model is relaxed, float16
+        matrices with `half`. Called directly, not through CuPy's matmul, whose compute type
+        follows $CUPY_TF32 instead."""
         from cupy_backends.cuda.libs import cublas
 
-        call = row_major_gemm(a, b, c, m, n, k, b_transposed, relaxed)
+        call = row_major_gemm(a, b, c, m, n, k, b_transposed, relaxed, half)
         check_bounds(call, lambda buf: buf.nbytes)   # cuBLAS takes pointers and would read past an end
         handle = self.cp.cuda.device.get_cublas_handle()
         with self.stream:   # gemmEx puts the handle on the current stream
             cublas.gemmEx(handle, call.transa, call.transb, call.m, call.n, call.k, _ONE.ctypes.data,
-                          call.a.data.ptr, R_32F, call.lda, call.b.data.ptr, R_32F, call.ldb, _ZERO.ctypes.data,
+                          call.a.data.ptr, call.ab_type, call.lda, call.b.data.ptr, call.ab_type, call.ldb,
+                          _ZERO.ctypes.data,
                           call.c.data.ptr, R_32F, call.ldc, call.compute, GEMM_DEFAULT)
 
     @_on_device

@@ -387,8 +387,10 @@ class OpenCLBackend(Backend):
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None,
-                  scale=None, relaxed: bool = False):
+                  scale=None, relaxed: bool = False, half: bool = False):
         # relaxed or not, float32 (relaxed_precision says why)
+        if half:
+            raise NotImplementedError("kernels/gemm.cl reads float32 matrices (the target has no gemm_half_inputs)")
         source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float

@@ -65,8 +65,11 @@ class _Builder:
     def storage_of_output(self, i: int) -> str:
         return self.low.storage_of(self.low.graph.operations[self.op].outputs[i])
 
-    def materialize(self, compute: Compute, name: str) -> BufferTensor:
-        t = self.temp(compute.shape, "float" if compute.dtype == "float" else "int")
+    def materialize(self, compute: Compute, name: str, values: bool = False) -> BufferTensor:
+        storage = "float" if compute.dtype == "float" else "int"
+        if storage == "float" and values and self.low.relaxed_storage:
+            storage = "half"
+        t = self.temp(compute.shape, storage)
         self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, [self.op]))
         return t
 
@@ -96,7 +99,12 @@ class _Builder:
     def gemm(self, a: BufferTensor, b: BufferTensor, m: int, n: int, k: int, b_transposed: bool = False,
              epilogue: tuple[BufferTensor, tuple[float, float]] | None = None,
              relaxed: bool = False) -> BufferTensor | Stored:
-        a, b = self._float(a, "gemm_a"), self._float(b, "gemm_b")   # the GEMMs take float32 matrices
+        half = (relaxed and a.buffer.storage == "half" and self.low.target.gemm_half_inputs
+                and b.buffer.key in self.constants)
+        if half:   # a float16 temporary read as it is stored, times its weights stored so
+            b = self._half_constant(b)
+        else:
+            a, b = self._float(a, "gemm_a"), self._float(b, "gemm_b")
         key, ldb = b.buffer.key, None
         if b_transposed and key in self.constants and k < PACK_BELOW_K and m >= PACK_FROM_M:
             # a short K: B packed as [K, N], a small copy, for the row-blocked schedules (on PoCL
@@ -114,12 +122,21 @@ class _Builder:
             bias, bounds = epilogue
             out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
-            self.steps.append(GemmStep(args, m, n, k, [self.op], b_transposed, bounds, ldb=ldb, relaxed=relaxed))
+            self.steps.append(GemmStep(args, m, n, k, [self.op], b_transposed, bounds, ldb=ldb, relaxed=relaxed,
+                                       half=half))
             return Stored(out)
         c = self.temp((m, n), "float")
         self.steps.append(GemmStep([a.buffer.key, b.buffer.key, c.buffer.key], m, n, k, [self.op], b_transposed,
-                                   ldb=ldb, relaxed=relaxed))
+                                   ldb=ldb, relaxed=relaxed, half=half))
         return c
+
+    def _half_constant(self, t: BufferTensor) -> BufferTensor:
+        """This builder's float32 constant `t` stored as float16 instead."""
+        key = t.buffer.key
+        with np.errstate(over="ignore"):   # past float16's range: infinite, as relaxed allows
+            self.constants[key] = self.constants[key].astype(np.float16)
+        self.temps[key] = TensorInfo(self.temps[key].shape, "half", pinned=True)
+        return BufferTensor(Buffer(key, "half"), t.shape)
 
     def _float(self, t: BufferTensor, name: str) -> BufferTensor:
         """`t`, or a float32 copy of a float16 one (a relaxed temporary)."""
@@ -139,6 +156,7 @@ class _Lowering:
         self.graph: Subgraph = runner.model.main
         self.next_id = max(len(self.graph.operands), known.next_id)
         self.names: set[str] = set()   # kernel names are unique in a segment: one program holds them
+        self.relaxed_storage = target.relaxed_storage and runner.context.relaxed   # relaxed_storage.py
 
     def new_id(self) -> int:
         """An id for a derived constant or temporary, after the model's operands."""

@@ -106,6 +106,7 @@ class GemmStep:
     ldb: int | None = None      # B's row stride where its rows are padded past n (Target.gemm_row_stride)
     scale_a: bool = False       # A's element (r, k) is multiplied by S[k] as it is read: S is the last arg before C
     relaxed: bool = False       # the model allows float16 range and precision (Backend.gemm)
+    half: bool = False          # A and B are float16 (Target.gemm_half_inputs), C float32
 
     @property
     def tensors(self) -> list[int]:

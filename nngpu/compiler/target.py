@@ -34,6 +34,9 @@ class Target:
     gemm_min_work: int = 1 << 21
     # whether a relaxed model's float32 temporaries are stored as float16 (compiler/relaxed_storage.py)
     relaxed_storage: bool = False
+    # whether its GEMM multiplies float16 matrices into float32 (a float16 temporary read as it is,
+    # times its weights stored float16 at prepare); else a float16 A is copied to float32 first
+    gemm_half_inputs: bool = False
 
     def render(self, kernel: Kernel) -> str:
         """The kernel alone as C, framed by this target's schedule."""

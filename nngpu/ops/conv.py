@@ -314,11 +314,11 @@ def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute |
     direct = g.kh == g.kw == 1 and win.stride_h == win.stride_w == 1 and win.pad_top == win.pad_left == 0 \
         and (g.oh, g.ow) == (g.h, g.w)
     if direct:
-        a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
+        a = x if isinstance(x, BufferTensor) else node.materialize(x, "input", values=True)
     else:
         a = _im2col_library(node, x, g, m, k)
         if a is None:
-            a = node.materialize(_im2col(node, x, g, m, k), "im2col")
+            a = node.materialize(_im2col(node, x, g, m, k), "im2col", values=True)
     shape, act = node.out_shape(0), node.params.activation
     product = node.gemm(a, w, m, g.cout, k, b_transposed=True, epilogue=gemm_epilogue(b, act))
     if isinstance(product, Stored):

@@ -159,7 +159,7 @@ def _float_fully_connected(node: OpNode, ins: list) -> Compute | Stored:
     # classifier in a quarter of the generated dot products' time on PoCL)
     if node.known(1) and node.in_operand(0).type == F32 and batch * units * k >= node.gemm_min_work():
         w = node.constant(node.input(1), F32)  # [units, k]: B transposed, read in place
-        a = x if isinstance(x, BufferTensor) else node.materialize(x, "input")
+        a = x if isinstance(x, BufferTensor) else node.materialize(x, "input", values=True)
         product = node.gemm(a, w, batch, units, k, b_transposed=True, epilogue=gemm_epilogue(b, act))
         if isinstance(product, Stored):
             return product

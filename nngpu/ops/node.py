@@ -110,9 +110,12 @@ class OpNode(OpContext):
     def temp(self, shape: Sequence[int], storage: str = "float") -> "BufferTensor":
         return self._builder().temp(tuple(shape), storage)
 
-    def materialize(self, compute: "Compute", name: str) -> "BufferTensor":
-        """A kernel storing `compute` into a temporary before this operation's kernel."""
-        return self._builder().materialize(compute, name)
+    def materialize(self, compute: "Compute", name: str, values: bool = False) -> "BufferTensor":
+        """A kernel storing `compute` into a temporary before this operation's kernel. `values`:
+        it holds the float32 values of this operation's inputs (a copy, a patch matrix), which a
+        relaxed model may store as float16 where the target stores its temporaries so; a
+        statistic (a sum of squares may pass float16's range) stays float32."""
+        return self._builder().materialize(compute, name, values)
 
     def out_storage(self, i: int) -> str:
         """How output i is stored on the target: its type's storage, or "half" for a relaxed

@@ -143,7 +143,7 @@ class Segment:
                 epilogue += (extra[1], *step.residual)
             then = None if step.then is None else (step.then, extra[1:])
             return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed,
-                                                         epilogue, then, step.ldb, scale, step.relaxed))
+                                                         epilogue, then, step.ldb, scale, step.relaxed, step.half))
         if isinstance(step, Transfer):
             # a relaxed temporary moves as its float16 storage (ExecutionState.lookup widens it)
             t = step.tensor

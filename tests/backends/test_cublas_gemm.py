@@ -1,7 +1,8 @@
 """The cublasGemmEx call the CUDA backend makes for a row-major GEMM (nngpu/backends/cublas_gemm.py),
 run here with numpy by cuBLAS's column-major definition, as the host harness runs every GEMM of
-the models: the call computes A @ B for every shape and layout, float16 inputs only where relaxed;
-leading dimensions cuBLAS refuses and matrices past a buffer's end are caught."""
+the models: the call computes A @ B for every shape and layout, float16 inputs only where relaxed,
+float16 matrices into float32; leading dimensions, types and compute types cuBLAS refuses and
+matrices past a buffer's end are caught."""
 from __future__ import annotations
 
 import numpy as np
@@ -57,6 +58,25 @@ def test_relaxed_asks_for_float16_inputs_and_only_then(b_transposed):
     np.testing.assert_allclose(relaxed.c, strict.c, rtol=0, atol=5e-3 * np.sqrt(k))   # float16's precision
 
 
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_float16_matrices_multiply_into_float32(b_transposed):
+    m, n, k = 9, 20, 130
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    stored_b = (np.ascontiguousarray(b.T) if b_transposed else b).reshape(-1)
+    c = np.full(m * n, np.nan, np.float32)
+    call = cg.row_major_gemm(a.reshape(-1), stored_b, c, m, n, k, b_transposed, relaxed=True, half=True)
+    assert (call.ab_type, call.compute) == (cg.R_16F, cg.COMPUTE_32F)   # float32 sums
+    cg.run_gemm_ex(call, _floats)
+    np.testing.assert_allclose(c.reshape(m, n), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-5)
+    sizes = {"A": 2 * m * k, "B": 2 * n * k, "C": 4 * m * n}   # two bytes an element of A and B
+    named = cg.row_major_gemm("A", "B", "C", m, n, k, b_transposed, half=True)
+    cg.check_bounds(named, sizes.__getitem__)
+    for short in ("A", "B"):
+        with pytest.raises(ValueError, match="ends past its buffer"):
+            cg.check_bounds(named, lambda name: sizes[name] - 2 * (name == short))
+
+
 def test_what_cublas_would_refuse_or_overrun_raises():
     a, b, c = np.zeros(6, np.float32), np.zeros(6, np.float32), np.zeros(4, np.float32)
     with pytest.raises(ValueError, match="A: leading dimension 1 is below its 2 rows"):
@@ -67,6 +87,9 @@ def test_what_cublas_would_refuse_or_overrun_raises():
         cg.run_gemm_ex(cg.GemmEx(cg.OP_N, 2, 2, 2, 3, a, 2, b, 3, c, 2, cg.COMPUTE_32F), _floats)
     with pytest.raises(ValueError, match="compute type 77"):
         cg.run_gemm_ex(cg.GemmEx(cg.OP_N, cg.OP_N, 2, 2, 3, a, 2, b, 3, c, 2, 77), _floats)
+    with pytest.raises(ValueError, match="type 2 with compute type 74"):   # FAST_16F takes float32 matrices
+        cg.run_gemm_ex(cg.GemmEx(cg.OP_N, cg.OP_N, 2, 2, 3, a, 2, b, 3, c, 2, cg.COMPUTE_32F_FAST_16F, cg.R_16F),
+                       _floats)
 
 
 @pytest.mark.parametrize("b_transposed", [False, True])
@@ -87,4 +110,5 @@ def test_the_enum_values_are_cublas_own():
     runtime = pytest.importorskip("cupy_backends.cuda.api.runtime", exc_type=ImportError)
     assert (cg.OP_N, cg.OP_T) == (cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_T)
     assert (cg.COMPUTE_32F, cg.COMPUTE_32F_FAST_16F) == (cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_COMPUTE_32F_FAST_16F)
-    assert cg.GEMM_DEFAULT == cublas.CUBLAS_GEMM_DEFAULT and cg.R_32F == runtime.CUDA_R_32F
+    assert cg.GEMM_DEFAULT == cublas.CUBLAS_GEMM_DEFAULT
+    assert (cg.R_32F, cg.R_16F) == (runtime.CUDA_R_32F, runtime.CUDA_R_16F)

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from nngpu.backends import create, device_backends
+from nngpu.backends.cuda import TARGET as CUDA
 from nngpu.backends.opencl import TARGET as OPENCL
 from nngpu.compiler.lower import device_plan, lower_model
 from nngpu.compiler.relaxed_storage import READS_BITS, float16_temporaries
-from nngpu.compiler.steps import GemmStep, Known, TemplateStep, Transfer
+from nngpu.compiler.steps import GemmStep, KernelStep, Known, TemplateStep, Transfer
 from nngpu.hal import OperandType as T, OperationType as Op
 from nngpu.json_models import build_model, load_cases
 from nngpu.modelutil import as_model_1_3
@@ -68,30 +69,30 @@ def test_what_is_hashed_as_bytes_stays_float32():
     assert float16_temporaries(b.build().main, True, HALF_OPENCL) == frozenset()
 
 
-def _conv_chain(relaxed: bool):
-    """Three 3x3 convolutions of 32 channels on 40 x 40 (each a GEMM on OpenCL), a max pool and a
-    mean over the pixels."""
+def conv_chain(relaxed: bool, side: int = 40):
+    """Three 3x3 convolutions of 32 channels on side x side (each a GEMM on OpenCL and CUDA at 40),
+    a max pool and a mean over the pixels."""
     rng = np.random.default_rng(11)
     b = ModelBuilder()
-    x = b.input(T.TENSOR_FLOAT32, [1, 40, 40, 8])
+    x = b.input(T.TENSOR_FLOAT32, [1, side, side, 8])
     one, relu = b.constant(T.INT32, 1), b.constant(T.INT32, 1)
     t, cin = x, 8
     for _ in range(3):
         f = b.constant(T.TENSOR_FLOAT32, rng.standard_normal((32, 3, 3, cin), dtype=np.float32) * 0.2)
         bias = b.constant(T.TENSOR_FLOAT32, rng.standard_normal(32, dtype=np.float32))
-        t, cin = b.op(Op.CONV_2D, [t, f, bias, one, one, one, relu], T.TENSOR_FLOAT32, [1, 40, 40, 32]), 32
+        t, cin = b.op(Op.CONV_2D, [t, f, bias, one, one, one, relu], T.TENSOR_FLOAT32, [1, side, side, 32]), 32
     two = b.constant(T.INT32, 2)
     pooled = b.op(Op.MAX_POOL_2D, [t, b.constant(T.INT32, 2), two, two, two, two, b.constant(T.INT32, 0)],
-                  T.TENSOR_FLOAT32, [1, 20, 20, 32])
+                  T.TENSOR_FLOAT32, [1, side // 2, side // 2, 32])
     b.output(b.op(Op.MEAN, [pooled, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 0)],
                   T.TENSOR_FLOAT32, [1, 32]))
     model = b.build()
     model.relaxComputationFloat32toFloat16 = relaxed
-    return model, rng.standard_normal((1, 40, 40, 8), dtype=np.float32)
+    return model, rng.standard_normal((1, side, side, 8), dtype=np.float32)
 
 
 def test_the_lowering_stores_them_as_float16_and_reads_them_as_such():
-    model, _ = _conv_chain(relaxed=True)
+    model, _ = conv_chain(relaxed=True)
     spec = lower_model(GraphRunner(model), HALF_OPENCL)
     half = spec.known.half
     assert len(half) == 4
@@ -101,9 +102,27 @@ def test_the_lowering_stores_them_as_float16_and_reads_them_as_such():
         if isinstance(step, (TemplateStep, GemmStep)):
             assert all(spec.tensors[t].storage == "float" for t in step.args if t in spec.tensors), step
     assert any(isinstance(s, GemmStep) for s in spec.steps)
-    float_spec = lower_model(GraphRunner(_conv_chain(relaxed=False)[0]), HALF_OPENCL)
+    float_spec = lower_model(GraphRunner(conv_chain(relaxed=False)[0]), HALF_OPENCL)
     assert not float_spec.known.half
     assert all(2 * spec.tensors[t].nbytes == float_spec.tensors[t].nbytes for t in half)
+
+
+def test_on_cuda_the_gemms_multiply_float16_matrices():
+    """The CUDA target stores relaxed temporaries as float16 and its GEMM takes them as they are:
+    each convolution's patch matrix is float16, its weights are stored so, C stays float32."""
+    assert CUDA.relaxed_storage and CUDA.gemm_half_inputs
+    model, _ = conv_chain(relaxed=True)
+    spec = lower_model(GraphRunner(model), CUDA)
+    gemms = [s for s in spec.steps if isinstance(s, GemmStep)]
+    assert len(gemms) == 3 and all(g.half and g.relaxed for g in gemms)
+    for g in gemms:
+        a, b, c = (spec.tensors[t].storage for t in g.args)
+        assert (a, b, c) == ("half", "half", "float")
+        assert spec.constants[g.args[1]].dtype == np.float16
+    assert not any(isinstance(s, KernelStep) and "gemm_a" in s.name for s in spec.steps)   # no float32 copies
+    float_gemms = [s for s in lower_model(GraphRunner(conv_chain(relaxed=False)[0]), CUDA).steps
+                   if isinstance(s, GemmStep)]
+    assert len(float_gemms) == 3 and not any(g.half or g.relaxed for g in float_gemms)
 
 
 @pytest.mark.parametrize("backend_name", device_backends())
@@ -112,7 +131,7 @@ def test_a_relaxed_plan_with_float16_temporaries_matches_within_float16(backend_
     backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
     outputs = {}
     for relaxed in (False, True):
-        model, x = _conv_chain(relaxed)
+        model, x = conv_chain(relaxed)
         outputs[relaxed] = np.asarray(device_plan(GraphRunner(model), backend).execute([x])[0])
     want = outputs[False]
     assert not np.array_equal(outputs[True], want)   # float16 storage rounds

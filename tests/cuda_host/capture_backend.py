@@ -57,8 +57,9 @@ class CapturingHostBackend(HostCudaBackend):
     def launch(self, kernel, global_size: int, args: list) -> None:
         self._issue(functools.partial(super().launch, kernel, global_size, args))
 
-    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, relaxed: bool = False) -> None:
-        self._issue(functools.partial(super().gemm, a, b, c, m, n, k, b_transposed, relaxed))
+    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, relaxed: bool = False,
+             half: bool = False) -> None:
+        self._issue(functools.partial(super().gemm, a, b, c, m, n, k, b_transposed, relaxed, half))
 
     def copy(self, dst, src, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
         self._issue(functools.partial(super().copy, dst, src, nbytes, dst_offset, src_offset))

@@ -149,11 +149,11 @@ class HostCudaBackend(NumpyBackend):
         self.launches += 1
 
     def gemm(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, n: int, k: int,
-             b_transposed: bool = False, relaxed: bool = False) -> None:
+             b_transposed: bool = False, relaxed: bool = False, half: bool = False) -> None:
         """The cublasGemmEx call the CUDA backend makes, run with numpy by cuBLAS's definition
-        (float16 inputs where relaxed): its leading dimensions and compute type are checked."""
-        run_gemm_ex(row_major_gemm(a, b, c, m, n, k, b_transposed, relaxed),
-                    lambda buf: buf[: buf.size // 4 * 4].view(np.float32))
+        (float16 inputs where relaxed, float16 matrices with `half`): its leading dimensions,
+        types and compute type are checked."""
+        run_gemm_ex(row_major_gemm(a, b, c, m, n, k, b_transposed, relaxed, half), lambda buf: buf)
 
 
 _MARK = b"\0nngpu-cuda-host-source\0"
