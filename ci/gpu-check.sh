@@ -92,7 +92,8 @@ export NNGPU_BENCH_ROUNDS="${NNGPU_BENCH_ROUNDS:-10}"
 step "CUDA graph, NVRTC, GEMM, GPUs tests" 95 "$OUT/unit.txt" \
     "$PY" -m pytest -q -n 4 tests/compiler/test_replay.py tests/compiler/test_nvrtc_unit.py \
     tests/compiler/test_capture.py tests/compiler/test_gemm.py tests/backends/test_cuda_devices.py \
-    tests/backends/test_cublas_gemm.py -k "cuda or replay or nvrtc or capture or path or cublas"
+    tests/backends/test_cublas_gemm.py tests/compiler/test_relaxed_storage.py \
+    -k "cuda or replay or nvrtc or capture or path or cublas"
 step "MediaPipe on CUDA vs TFLite" 90 "$OUT/models.txt" \
     "$PY" -m pytest -q tests/tflite/test_models.py -k "cuda or import"
 step "IBuffer tests on CUDA" 45 "$OUT/ibuffer.txt" "$PY" -m pytest -q tests/driver/test_buffer.py -k cuda
