@@ -16,6 +16,9 @@ def add_parser(sub, common) -> None:
     g.add_argument("--target", default="opencl",
                    help="the kernel target: opencl (default; a GPU's schedule), opencl-cpu or cuda")
     g.add_argument("--no-fusion", action="store_true", help="one kernel per operation")
+    g.add_argument("--relaxed", action="store_true",
+                   help="the kernels of the model with relaxComputationFloat32toFloat16 set (on cuda: float32 "
+                        "temporaries stored as float16)")
     g.set_defaults(func=run)
 
 
@@ -36,7 +39,7 @@ def run(args) -> int:
     from ..compiler.lower import trace_segments
     from ..compiler.pad_fold import fold_pads
     from ..compiler.steps import GemmStep, HostStep, KernelStep, TemplateStep, Transfer
-    from ..modelutil import as_model_1_3
+    from ..modelutil import as_model_1_3, relaxed_model
 
     known = targets()
     if args.target not in known:
@@ -44,7 +47,8 @@ def run(args) -> int:
     target = known[args.target]
     named = open_model(args.model)
     out = writable_dir(args.out, "--out")
-    runner = GraphRunner(fold_pads(as_model_1_3(named.model)))   # what a prepare compiles
+    model = relaxed_model(named.model) if args.relaxed else named.model
+    runner = GraphRunner(fold_pads(as_model_1_3(model)))   # what a prepare compiles
     try:
         with np.errstate(all="ignore"):
             values = runner.trace(_example(named))
@@ -66,6 +70,7 @@ def run(args) -> int:
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 bt = (" B transposed" if step.b_transposed else "") + (f" ldb={step.ldb}" if step.ldb else "")
                 bt += (" + residual" if step.residual else "") + (" A scaled" if step.scale_a else "")
+                bt += " float16 A and B" if step.half else " float16 products" if step.relaxed else ""
                 if step.then:   # the folded kernel's function, beside the kernels
                     bt += " + then"
                     (out / f"{n:03d}_gemm_then{target.suffix}").write_text(step.then)
@@ -78,6 +83,9 @@ def run(args) -> int:
     device, host = sum(s.device_ops for s in segments), sum(s.host_ops for s in segments)
     kernels = sum(s.kernel_count for s in segments)
     lines.append(f"{device} operations in {kernels} device kernels, {host} on the host")
+    if args.relaxed:
+        half = set().union(*(s.known.half for s in segments))
+        lines.append(f"relaxed: {len(half)} float32 temporaries stored as float16 on {args.target}")
     (out / "groups.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"written to {out}")
