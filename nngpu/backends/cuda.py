@@ -283,8 +283,7 @@ class CudaBackend(Backend):
         with self.stream:   # gemmEx puts the handle on the current stream
             cublas.gemmEx(handle, call.transa, call.transb, call.m, call.n, call.k, _ONE.ctypes.data,
                           call.a.data.ptr, call.ab_type, call.lda, call.b.data.ptr, call.ab_type, call.ldb,
-                          _ZERO.ctypes.data,
-                          call.c.data.ptr, R_32F, call.ldc, call.compute, GEMM_DEFAULT)
+                          _ZERO.ctypes.data, call.c.data.ptr, R_32F, call.ldc, call.compute, GEMM_DEFAULT)
 
     @_on_device
     def launch(self, kernel, grid: Grid, args: list) -> None:

@@ -70,7 +70,7 @@ def run(args) -> int:
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 bt = (" B transposed" if step.b_transposed else "") + (f" ldb={step.ldb}" if step.ldb else "")
                 bt += (" + residual" if step.residual else "") + (" A scaled" if step.scale_a else "")
-                bt += " float16 A and B" if step.half else " float16 products" if step.relaxed else ""
+                bt += " float16 A and B" if step.half else " relaxed" if step.relaxed else ""
                 if step.then:   # the folded kernel's function, beside the kernels
                     bt += " + then"
                     (out / f"{n:03d}_gemm_then{target.suffix}").write_text(step.then)

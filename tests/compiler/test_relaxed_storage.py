@@ -57,16 +57,38 @@ def test_only_a_relaxed_models_float32_temporaries_are_float16():
     assert float16_temporaries(model.main, True, OPENCL) == frozenset()   # a target that keeps float32
 
 
-def test_what_is_hashed_as_bytes_stays_float32():
+def _hashed_view(relaxed: bool):
+    """t = x + 1/3 (a value float16 rounds), its view as [3, 2], hashed by LSH_PROJECTION; and
+    t * 2 as a second output."""
     b = ModelBuilder()
-    x = b.input(T.TENSOR_FLOAT32, [3, 2])
+    x = b.input(T.TENSOR_FLOAT32, [6])
     none = b.constant(T.INT32, 0)
-    hashed = b.op(Op.ADD, [x, b.constant(T.TENSOR_FLOAT32, np.ones(2, np.float32)), none], T.TENSOR_FLOAT32, [3, 2])
+    t = b.op(Op.ADD, [x, b.constant(T.TENSOR_FLOAT32, np.float32([1 / 3])), none], T.TENSOR_FLOAT32, [6])
+    hashed = b.op(Op.RESHAPE, [t, b.constant(T.TENSOR_INT32, [3, 2])], T.TENSOR_FLOAT32, [3, 2])
     seeds = b.constant(T.TENSOR_FLOAT32, np.array([[0.123, 0.456], [-0.321, 0.654]], np.float32))
-    b.output(b.op(Op.LSH_PROJECTION, [seeds, hashed, b.omitted(T.TENSOR_FLOAT32), b.constant(T.INT32, 2)],
-                  T.TENSOR_INT32, [4]))
+    b.output(b.op(Op.LSH_PROJECTION, [seeds, hashed, b.omitted(T.TENSOR_FLOAT32), b.constant(T.INT32, 1)],
+                  T.TENSOR_INT32, [2]))   # SPARSE: a bucket a hash function
+    b.output(b.op(Op.MUL, [t, b.constant(T.TENSOR_FLOAT32, np.float32([2])), none], T.TENSOR_FLOAT32, [6]))
+    model = b.build()
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model
+
+
+def test_what_is_hashed_as_bytes_stays_float32():
+    """LSH_PROJECTION hashes the bytes of its input, a view of t: neither is float16."""
     assert Op.LSH_PROJECTION in READS_BITS
-    assert float16_temporaries(b.build().main, True, HALF_OPENCL) == frozenset()
+    assert float16_temporaries(_hashed_view(True).main, True, HALF_OPENCL) == frozenset()
+
+
+@pytest.mark.parametrize("backend_name", device_backends())
+def test_a_hash_of_a_relaxed_models_values_is_the_float32_hash(backend_name):
+    backend = create(backend_name)
+    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    x = np.linspace(-2, 2, 6, dtype=np.float32)
+    got = [np.asarray(o) for o in device_plan(GraphRunner(_hashed_view(True)), backend).execute([x])]
+    want = GraphRunner(_hashed_view(False)).run([x])
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
 
 
 def conv_chain(relaxed: bool, side: int = 40):
