@@ -209,16 +209,16 @@ def test_a_host_step_reads_a_float16_temporary_as_float32():
     assert state.lookup(t1, known) is value   # widened once
 
 
-def relaxed_cases_with_temporaries(full: bool) -> list:
-    """The corpus' relaxed cases with a float32 temporary (one in SAMPLE_EVERY; all with
-    --full-cts), and every case with an operation reading its input's bits."""
+def relaxed_cases_with_temporaries(full: bool, every: int = SAMPLE_EVERY) -> list:
+    """The corpus' relaxed cases with a float32 temporary (one in `every`; all with --full-cts),
+    and every case with an operation reading its input's bits."""
     def chosen(case) -> bool:
         ops = {o["type"] for o in case.raw["main"]["operations"]}
         if ops & {op.name for op in READS_BITS}:
             return True
         temps = any(o["lifetime"] == "TEMPORARY_VARIABLE" and o["type"] == "TENSOR_FLOAT32"
                     for o in case.raw["main"]["operands"])
-        return temps and (full or zlib.crc32(case.name.encode()) % SAMPLE_EVERY == 0)
+        return temps and (full or zlib.crc32(case.name.encode()) % every == 0)
     return [c for c in load_cases(BUNDLED_CORPUS) if c.relaxed and not c.expect_failure and chosen(c)]
 
 
