@@ -31,6 +31,14 @@ HALF_OPENCL = dataclasses.replace(OPENCL, relaxed_storage=True)
 SAMPLE_EVERY = 20   # of the corpus' 530 relaxed cases with float32 temporaries (52 cases by default, 539 in all)
 
 
+def half_temporaries(backend_name: str):
+    """The device backend with its target storing relaxed temporaries as float16 (on CUDA it does
+    anyway; forced on OpenCL, where `vload_half` is core)."""
+    backend = create(backend_name)
+    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    return backend
+
+
 def _chain(relaxed: bool):
     """x -> ADD c -> t1 -> RESHAPE -> t2; x -> RESHAPE -> t3 (a view of the input);
     ARGMAX t1 -> an int32 temporary; out = ADD(t2, t3)."""
@@ -82,8 +90,7 @@ def test_what_is_hashed_as_bytes_stays_float32():
 
 @pytest.mark.parametrize("backend_name", device_backends())
 def test_a_hash_of_a_relaxed_models_values_is_the_float32_hash(backend_name):
-    backend = create(backend_name)
-    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    backend = half_temporaries(backend_name)
     x = np.linspace(-2, 2, 6, dtype=np.float32)
     got = [np.asarray(o) for o in device_plan(GraphRunner(_hashed_view(True)), backend).execute([x])]
     want = GraphRunner(_hashed_view(False)).run([x])
@@ -149,8 +156,7 @@ def test_on_cuda_the_gemms_multiply_float16_matrices():
 
 @pytest.mark.parametrize("backend_name", device_backends())
 def test_a_relaxed_plan_with_float16_temporaries_matches_within_float16(backend_name):
-    backend = create(backend_name)
-    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    backend = half_temporaries(backend_name)
     outputs = {}
     for relaxed in (False, True):
         model, x = conv_chain(relaxed)
@@ -183,8 +189,7 @@ def _host_step_between(relaxed: bool):
 @pytest.mark.parametrize("backend_name", device_backends())
 @pytest.mark.parametrize("taken", [True, False])
 def test_float16_temporaries_to_and_from_a_host_step(backend_name, taken):
-    backend = create(backend_name)
-    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    backend = half_temporaries(backend_name)
     x = np.random.default_rng(2).standard_normal((4, 8), dtype=np.float32) * 100
     inputs = [x, np.array([taken])]
     model, t1_id, t2_id = _host_step_between(relaxed=True)
@@ -224,8 +229,7 @@ def relaxed_cases_with_temporaries(full: bool, every: int = SAMPLE_EVERY) -> lis
 
 @pytest.mark.parametrize("backend_name", device_backends())
 def test_the_corpus_relaxed_models_with_float16_temporaries(backend_name, request):
-    backend = create(backend_name)
-    backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
+    backend = half_temporaries(backend_name)
     problems, with_half, moved = [], 0, 0
     cases = relaxed_cases_with_temporaries(request.config.getoption("--full-cts"))
     for case in cases:

@@ -75,7 +75,7 @@ def test_a_float16_temporary_times_float16_weights():
     half = lambda v: v.astype(np.float16).astype(np.float32)   # noqa: E731
     for relaxed in (False, True):
         model, x, w, b = _shifted_fully_connected(relaxed)
-        backend = _EveryGemm()
+        backend = EveryGemm()
         out = run_on_host_cuda(model, [x], backend).outputs[0]
         assert backend.half_calls == [relaxed]
         if relaxed:   # A stored float16, B rounded so at prepare, float32 sums
@@ -84,10 +84,10 @@ def test_a_float16_temporary_times_float16_weights():
             np.testing.assert_allclose(out, (x + 0.5) @ w.T + b, rtol=1e-4, atol=1e-4)
 
 
-class _EveryGemm(HostCudaBackend):
+class EveryGemm(HostCudaBackend):
     """The host harness with the CUDA target's GEMM threshold at one multiply-add: every float
     convolution and fully connected layer with constant weights is the cuBLAS call. Records
-    whether each call it runs was relaxed."""
+    whether each call it runs was relaxed, and whether it multiplied float16 matrices."""
 
     target = dataclasses.replace(CUDA, gemm_min_work=1)
 
@@ -111,7 +111,7 @@ def test_the_corpus_relaxed_convolutions_and_layers_as_float16_gemms(request):
     problems, with_gemms = [], 0
     for case in cases:
         model = as_model_1_3(build_model(case))
-        backend = _EveryGemm()
+        backend = EveryGemm()
         outputs = run_on_host_cuda(model, case_inputs(case, model), backend).outputs
         problems += [f"{case.name}: {p}" for p in corpus_problems(case, outputs)]
         assert all(backend.relaxed_calls), case.name

@@ -3,7 +3,6 @@ relaxed_storage), on the host harness: the corpus' relaxed models with float32 t
 their relaxed tolerances, every kernel reading and writing float16 run and counted."""
 from __future__ import annotations
 
-import dataclasses
 import shutil
 
 import numpy as np
@@ -18,6 +17,7 @@ from ..ops.test_shape_functions import case_inputs
 from .host_backend import HostCudaBackend
 from .run import record, run_on_host_cuda
 from .test_corpus_host import corpus_problems
+from .test_relaxed_gemm import EveryGemm
 
 pytestmark = pytest.mark.skipif(not shutil.which("g++"), reason="no g++ on this machine")
 
@@ -35,17 +35,15 @@ def test_the_corpus_relaxed_models_with_float16_temporaries_on_host_cuda(request
     assert not problems, "; ".join(problems)
 
 
-class _EveryGemm(HostCudaBackend):
-    target = dataclasses.replace(CUDA, gemm_min_work=1)
-
-
 def test_convolutions_through_float16_gemms_on_host_cuda(request):
     """Three convolutions, each a float16 patch matrix times float16 weights (cuBLAS's call as
     the harness runs it), a max pool and a mean: within float16's precision of float32."""
     outputs, kernels = {}, []
     for relaxed in (False, True):
         model, x = conv_chain(relaxed, side=12)
-        run = run_on_host_cuda(model, [x], _EveryGemm())
+        backend = EveryGemm()
+        run = run_on_host_cuda(model, [x], backend)
+        assert backend.half_calls == [relaxed] * 3   # the three convolutions' GEMMs
         outputs[relaxed], kernels = run.outputs[0], kernels + run.kernels
     record(request, sorted(set(kernels)), "matched")
     want = outputs[False]
