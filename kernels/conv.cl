@@ -8,8 +8,9 @@
 // stem took 64 us (im2col) + 95 us (GEMM) in the pipeline on PoCL, this 71-84.
 // The compiler specialises it per layer with #defines before this text: NAME, VW (4, 8 or 16,
 // which divides C), CV (VW * CV divides C), PIX, N H W CIN, C (output channels), OH OW, KH KW,
-// SH SW (strides), DH DW (dilations), PT PL (padding top, left), and LO / HI where a fused
-// activation clamps; the filter comes packed as [KH, KW, CIN, C]. The bias starts each sum and
+// SH SW (strides), DH DW (dilations), PT PL (padding top, left), LO / HI where a fused
+// activation clamps, and X_T / OUT_T, the input's and output's element types (float or half:
+// vectors.h's LOAD_AS); the filter comes packed as [KH, KW, CIN, C]. The bias starts each sum and
 // the taps follow in (ky, kx, ic) order, as the generated kernel does; the clamp compares, so NaN
 // stays NaN. The taps are unrolled (the compiler takes the template only where KH * KW * CIN is
 // small), and a strip of windows wholly inside the image takes them without a bounds test each.
@@ -31,18 +32,18 @@
         UNROLL for (int v = 0; v < CV; ++v) f[v] = FILTER(ky, kx, ic, v); \
         UNROLL for (int p = 0; p < PIX; ++p) \
             if (inside) { \
-                const VEC(VW) a = (VEC(VW))((origin)[at]); \
+                const VEC(VW) a = (VEC(VW))(LOAD_AS(X_T, at, origin)); \
                 UNROLL for (int v = 0; v < CV; ++v) acc[v][p] = acc[v][p] + a * f[v]; \
             } \
     } while (0)
 
-__kernel void NAME(__global const float* restrict x, __global const float* restrict w,
-                   __global const float* restrict bias THEN_PARAMS, __global float* restrict out) {
+__kernel void NAME(__global const X_T* restrict x, __global const float* restrict w,
+                   __global const float* restrict bias THEN_PARAMS, __global OUT_T* restrict out) {
     STRIP_START;
     VEC(VW) acc[CV][PIX];
     STRIP_BIAS(acc);
     if (STRIP_INSIDE) {
-        const __global float* origin = x + ((n * H + iy0) * W + ix0) * CIN;   // its first window's first tap
+        const __global X_T* origin = x + ((n * H + iy0) * W + ix0) * CIN;   // its first window's first tap
         UNROLL for (int ky = 0; ky < KH; ++ky)
             UNROLL for (int kx = 0; kx < KW; ++kx)
                 UNROLL for (int ic = 0; ic < CIN; ++ic)

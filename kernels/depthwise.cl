@@ -7,7 +7,8 @@
 // read VW * 4 contiguous bytes per work-item, coalesced across the channel groups.)
 // The compiler specialises it per layer with #defines before this text: NAME, VW (2, 4, 8 or 16, which
 // divides C), PIX, N H W C, OH OW, KH KW, SH SW (strides), DH DW (dilations), PT PL (padding
-// top, left), and LO / HI where a fused activation clamps. The bias starts each sum and the taps
+// top, left), LO / HI where a fused activation clamps, and X_T / OUT_T, the input's and output's
+// element types (float or half: vectors.h's VLOAD_AS). The bias starts each sum and the taps
 // follow in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.
 // The taps are unrolled (KH and KW are constants; PoCL unrolls no loop itself), and a strip of
 // windows wholly inside the image takes them without a bounds test each: on PoCL 1.6-2x faster,
@@ -29,7 +30,7 @@
 // the filter's vector of tap (ky, kx)
 #define FILTER(ky, kx) VLOAD(VW)(0, w + ((ky) * KW + (kx)) * C + c)
 #ifdef POOL_KH
-#define POOL_PARAM , __global float* restrict pooled
+#define POOL_PARAM , __global POOLED_T* restrict pooled
 #define POOL_ARG , pooled
 #define POOL_START VEC(VW) most[PIX]; UNROLL for (int p = 0; p < PIX; ++p) most[p] = (VEC(VW))(-INFINITY)
 #define POOL_TAP(ky, kx, p, t) \
@@ -37,7 +38,7 @@
         most[p] = select(most[p], (t), isnan(t) | ((t) > most[p]))
 #define POOL_STORE \
     UNROLL for (int p = 0; p < PIX; ++p) \
-        if (ox0 + p < OW) VSTORE(VW)(most[p], 0, pooled + ((n * OH + oy) * OW + ox0 + p) * C + c)
+        if (ox0 + p < OW) VSTORE_AS(POOLED_T, VW)(most[p], 0, pooled + ((n * OH + oy) * OW + ox0 + p) * C + c)
 #else
 #define POOL_PARAM
 #define POOL_ARG
@@ -47,20 +48,20 @@
 #endif
 
 // One work-item's strip (a work-item past the last returns at once)
-inline void depthwise_strip(__global const float* restrict x, __global const float* restrict w,
-                            __global const float* restrict bias THEN_PARAMS, __global float* restrict out POOL_PARAM) {
+inline void depthwise_strip(__global const X_T* restrict x, __global const float* restrict w,
+                            __global const float* restrict bias THEN_PARAMS, __global OUT_T* restrict out POOL_PARAM) {
     STRIP_START;
     VEC(VW) acc[1][PIX];   // one vector of channels (CV 1)
     STRIP_BIAS(acc);
     POOL_START;
     if (STRIP_INSIDE) {
         // the strip's first window's first tap
-        const __global float* origin = x + ((n * H + iy0) * W + ix0) * C + c;
+        const __global X_T* origin = x + ((n * H + iy0) * W + ix0) * C + c;
         UNROLL for (int ky = 0; ky < KH; ++ky)
             UNROLL for (int kx = 0; kx < KW; ++kx) {
                 const VEC(VW) f = FILTER(ky, kx);
                 UNROLL for (int p = 0; p < PIX; ++p) {
-                    const VEC(VW) t = VLOAD(VW)(0, origin + (ky * DH * W + p * SW + kx * DW) * C);
+                    const VEC(VW) t = VLOAD_AS(X_T, VW)(0, origin + (ky * DH * W + p * SW + kx * DW) * C);
                     acc[0][p] = acc[0][p] + t * f;
                     POOL_TAP(ky, kx, p, t);
                 }
@@ -73,7 +74,7 @@ inline void depthwise_strip(__global const float* restrict x, __global const flo
                 UNROLL for (int p = 0; p < PIX; ++p) {
                     const int ix = ix0 + p * SW + kx * DW;
                     if (ox0 + p < OW && iy >= 0 && iy < H && ix >= 0 && ix < W) {
-                        const VEC(VW) t = VLOAD(VW)(0, x + ((n * H + iy) * W + ix) * C + c);
+                        const VEC(VW) t = VLOAD_AS(X_T, VW)(0, x + ((n * H + iy) * W + ix) * C + c);
                         acc[0][p] = acc[0][p] + t * f;
                         POOL_TAP(ky, kx, p, t);
                     }
@@ -96,7 +97,7 @@ inline void depthwise_strip(__global const float* restrict x, __global const flo
 #include "kahan.h"
 #include "excite.h"
 __kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
-void NAME(__global const float* restrict x, __global const float* restrict w,
+void NAME(__global const X_T* restrict x, __global const float* restrict w,
           __global const float* restrict bias THEN_PARAMS, __global const float* restrict w1,
           __global const float* restrict b1 FIRST_PARAMS SECOND_PARAMS EXCITE_PARAMS, __global float* restrict out,
           __global float* restrict gate, __global volatile int* arrived) {
@@ -115,8 +116,8 @@ void NAME(__global const float* restrict x, __global const float* restrict w,
     }
 }
 #else
-__kernel void NAME(__global const float* restrict x, __global const float* restrict w,
-                   __global const float* restrict bias THEN_PARAMS, __global float* restrict out POOL_PARAM) {
+__kernel void NAME(__global const X_T* restrict x, __global const float* restrict w,
+                   __global const float* restrict bias THEN_PARAMS, __global OUT_T* restrict out POOL_PARAM) {
     depthwise_strip(x, w, bias THEN_ARGS, out POOL_ARG);
 }
 #endif

@@ -9,7 +9,8 @@
 // first (as in depthwise.cl).
 // The compiler specialises it per layer with #defines before this text: NAME, VW (2, 4, 8 or 16,
 // which divides C), PV (which divides C / VW), N H W C, OH OW, KH KW, SH SW (strides), PT PL
-// (padding top, left). Launch: global = N * OH * OW * (C / (VW * PV)), 1-D; every index fits in
+// (padding top, left), X_T / OUT_T (the input's and output's element types, float or half:
+// vectors.h's VLOAD_AS). Launch: global = N * OH * OW * (C / (VW * PV)), 1-D; every index fits in
 // 32 bits (checked at lowering).
 #include "vectors.h"
 #include "then.h"
@@ -17,7 +18,7 @@
 #define ITEMS (C / (VW * PV))   // work-items a pixel
 #define UNROLL _Pragma("unroll")
 
-__kernel void NAME(__global const float* restrict x THEN_PARAMS, __global float* restrict out) {
+__kernel void NAME(__global const X_T* restrict x THEN_PARAMS, __global OUT_T* restrict out) {
     const int g = get_global_id(0);
     if (g >= N * OH * OW * ITEMS) return;
     const int first = (g % ITEMS) * (VW * PV);
@@ -33,7 +34,7 @@ __kernel void NAME(__global const float* restrict x THEN_PARAMS, __global float*
             UNROLL for (int kx = 0; kx < KW; ++kx) {
                 const int ix = ix0 + kx;
                 if (ix < 0 || ix >= W) continue;
-                const VEC(VW) t = VLOAD(VW)(0, x + ((n * H + iy) * W + ix) * C + c);
+                const VEC(VW) t = VLOAD_AS(X_T, VW)(0, x + ((n * H + iy) * W + ix) * C + c);
                 acc = select(acc, t, isnan(t) | (t > acc));
             }
         }
@@ -41,6 +42,6 @@ __kernel void NAME(__global const float* restrict x THEN_PARAMS, __global float*
 #ifdef THEN
         acc = THEN_VEC(VW, acc, pixel, c);   // rows of C: the pixel, the channel
 #endif
-        VSTORE(VW)(acc, 0, out + pixel * C + c);
+        VSTORE_AS(OUT_T, VW)(acc, 0, out + pixel * C + c);
     }
 }

@@ -1,8 +1,8 @@
 // The work-items of a template that computes CV vectors of VW neighbouring output channels (CV 1
 // unless the template defines it) of PIX neighbouring output pixels of a row (depthwise.cl,
-// conv.cl), given N OH OW C (the output), H W, KH KW, SH SW (strides), DH DW (dilations) and PT PL
-// (padding top, left). A template takes it with #include "row_strips.h", after vectors.h and
-// then.h, and then:
+// conv.cl), given N OH OW C (the output), H W, KH KW, SH SW (strides), DH DW (dilations), PT PL
+// (padding top, left) and OUT_T (the output's element type: vectors.h). A template takes it with
+// #include "row_strips.h", after vectors.h and then.h, and then:
 // - STRIP_START declares the work-item's first channel c, its strip's first output (ox0, oy) of
 //   image n and that window's first tap (iy0, ix0); a work-item past the last returns;
 // - STRIP_BIAS(acc) starts the strip's sums, VEC(VW) acc[CV][PIX], with the bias of their channels;
@@ -41,6 +41,6 @@
         UNROLL for (int v = 0; v < CV; ++v) { \
             VEC(VW) y = (acc)[v][p]; \
             CLAMP_ACTIVATION(VW, y); \
-            if (ox0 + p < OW) VSTORE(VW)(STRIP_THEN(y, pixel, c + v * VW), 0, out + pixel * C + c + v * VW); \
+            if (ox0 + p < OW) VSTORE_AS(OUT_T, VW)(STRIP_THEN(y, pixel, c + v * VW), 0, out + pixel * C + c + v * VW); \
         } \
     }

@@ -20,6 +20,7 @@ from typing import Callable
 from ..ir.expr import Binary, Const, Expr, Load, Reduce, ReduceOut, Select, walk
 from ..ir.kernel import Kernel
 from ..ir.vectorize import row_period
+from .library import output_type, respecialise
 from .render_epilogue import reads_only_own_element, render_then
 from .steps import GemmStep, KernelStep, Step, TemplateStep, TensorInfo, reads, writes
 from .target import Target
@@ -95,9 +96,13 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
             args = [*producer.args[:-1], *others, step.args[-1]]
             ops = sorted(producer.ops + step.ops)
             # at the kernel's place: the producer's inputs, written once and before it, are still there
-            out[at] = (replace(producer, args=args, then=then, folded=(kernel, y), ops=ops)
-                       if isinstance(producer, GemmStep) else
-                       replace(producer, args=args, source=then + producer.source, ops=ops, then_row=None))
+            if isinstance(producer, GemmStep):
+                out[at] = replace(producer, args=args, then=then, folded=(kernel, y), ops=ops)
+            else:   # a template now stores the kernel's float32 output, not its own (float16 where relaxed)
+                typed = output_type(producer.kind)
+                stored = (producer if typed is None
+                          else respecialise(target, producer, {**producer.defines, typed: "float"}))
+                out[at] = replace(stored, args=args, source=then + stored.source, ops=ops, then_row=None)
             out[producer_at] = None
             del tensors[y]
             break

@@ -26,7 +26,7 @@ from ..runtime.plan import Plan
 from .fusion import Result, View, inlined_outputs, results_of
 from .gemm_fold import fold_column_scales, fold_elementwise_consumers, fold_residual_adds
 from .infer import Inference, infer, initial_known
-from .library import has_template, specialise
+from .library import element_types, has_template, specialise
 from .memory_plan import plan_slots
 from .pool_fold import fold_sibling_pools
 from .relaxed_storage import float16_temporaries
@@ -65,11 +65,13 @@ class _Builder:
     def storage_of_output(self, i: int) -> str:
         return self.low.storage_of(self.low.graph.operations[self.op].outputs[i])
 
+    def _values_storage(self, values: bool) -> str:
+        """A float temporary's storage: float16 where it holds values (not a statistic) of a relaxed
+        model on a target that stores its temporaries so."""
+        return "half" if values and self.low.relaxed_storage else "float"
+
     def materialize(self, compute: Compute, name: str, values: bool = False) -> BufferTensor:
-        storage = "float" if compute.dtype == "float" else "int"
-        if storage == "float" and values and self.low.relaxed_storage:
-            storage = "half"
-        t = self.temp(compute.shape, storage)
+        t = self.temp(compute.shape, self._values_storage(values) if compute.dtype == "float" else "int")
         self.steps.append(self.low.kernel_step(f"nn_{name}", t.buffer, compute, [self.op]))
         return t
 
@@ -85,10 +87,9 @@ class _Builder:
 
     def library(self, kind: str, inputs: list[BufferTensor], size: int, defines: dict[str, object],
                 temp: tuple[int, ...] | None = None, then_row: int | None = None,
-                group: int | None = None) -> BufferTensor:
-        out = self._output() if temp is None else self.temp(temp, "float")
-        if any(t.buffer.storage == "half" for t in [*inputs, out]):   # the templates read and write float
-            raise ValueError(f"the {kind} kernel takes no float16 buffers")
+                group: int | None = None, values: bool = False) -> BufferTensor:
+        out = self._output() if temp is None else self.temp(temp, self._values_storage(values))
+        defines = {**defines, **element_types(kind, [t.buffer.storage for t in [*inputs, out]])}
         name = self.low.unique_name(_kernel_name(self.low.graph, [self.op]))
         source = specialise(self.low.target, kind, name, defines)
         args = [t.buffer.key for t in inputs] + [out.buffer.key]

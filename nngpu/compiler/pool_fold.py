@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .gemm_fold import positions
-from .library import folded_prefix, specialise
+from .library import folded_prefix, respecialise
 from .steps import Step, TemplateStep, reads, writes
 from .target import Target
 
@@ -60,7 +60,6 @@ def _shares_windows(dw: TemplateStep, pool: TemplateStep) -> bool:
 def _with_pool(dw: TemplateStep, pool: TemplateStep, target: Target) -> TemplateStep:
     d, p = dw.defines, pool.defines
     defines = {**d, "POOL_KH": p["KH"], "POOL_KW": p["KW"], "POOL_Y0": int(d["PT"]) - int(p["PT"]),
-               "POOL_X0": int(d["PL"]) - int(p["PL"])}
-    source = folded_prefix(target, dw) + specialise(target, dw.kind, dw.name, defines)
-    return replace(dw, source=source, args=[*dw.args, pool.args[-1]], ops=sorted(dw.ops + pool.ops), defines=defines,
+               "POOL_X0": int(d["PL"]) - int(p["PL"]), "POOLED_T": p["OUT_T"]}
+    return replace(respecialise(target, dw, defines), args=[*dw.args, pool.args[-1]], ops=sorted(dw.ops + pool.ops),
                    outputs=2)

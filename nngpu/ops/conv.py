@@ -43,7 +43,8 @@ from .lib.conv_kernels import (
     quant_forward,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
-from .lib.device import QUANT8, activation, activation_defines, channel_lanes, floats, gemm_epilogue, largest_divisor
+from .lib.device import (QUANT8, TEMPLATE_STORAGES, activation, activation_defines, channel_lanes, floats,
+                         gemm_epilogue, largest_divisor)
 from .lib.dtypes import dtype_of
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -254,8 +255,8 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     x, f, b = ins[:3]
     vw = channel_lanes(g.cout, narrowest=2)
     if (p.nchw or p.multiplier != 1 or vw is None or node.in_operand(0).type != F32
-            or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, f, b))
-            or node.out_storage(0) != "float"
+            or not all(isinstance(t, BufferTensor) for t in (x, f, b)) or f.buffer.storage != "float"
+            or b.buffer.storage != "float" or not {x.buffer.storage, node.out_storage(0)} <= TEMPLATE_STORAGES
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
     pix = depthwise_pixels(g.ow, vw)
@@ -277,8 +278,8 @@ def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     x, _, b = ins[:3]
     vw = channel_lanes(g.cout)
     if (g.groups != 1 or g.oh * g.ow < ROW_PIXELS or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS
-            or vw is None or not all(isinstance(t, BufferTensor) and t.buffer.storage == "float" for t in (x, b))
-            or node.out_storage(0) != "float"
+            or vw is None or not all(isinstance(t, BufferTensor) for t in (x, b)) or b.buffer.storage != "float"
+            or not {x.buffer.storage, node.out_storage(0)} <= TEMPLATE_STORAGES
             or max(g.n * g.h * g.w * g.cin, g.n * g.oh * g.ow * g.cout) >= 2 ** 31 or not node.has_library("conv")):
         return None
     # [Cout, KH, KW, Cin] -> [KH, KW, Cin, Cout]: a tap's output channels contiguous

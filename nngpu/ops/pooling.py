@@ -43,8 +43,8 @@ from .lib.conv_common import (
     window_valid_mask,
     window_view,
 )
-from .lib.device import (QUANT8, activation, activation_defines, channel_lanes, floats, largest_divisor,
-                         types_in)
+from .lib.device import (QUANT8, TEMPLATE_STORAGES, activation, activation_defines, channel_lanes, floats,
+                         largest_divisor, types_in)
 from .lib.dtypes import quant_range
 from .lib.quant import activation_range_quant
 from .lib.reduce_device import extreme
@@ -226,7 +226,7 @@ def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
     p, src, win, oh, ow = _geometry(node)
     vw = channel_lanes(src.c, narrowest=2)
     if (p.nchw or vw is None or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
-            or x.buffer.storage != "float" or node.out_storage(0) != "float"
+            or not {x.buffer.storage, node.out_storage(0)} <= TEMPLATE_STORAGES
             or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
             or not node.has_library("max_pool")):
         return None

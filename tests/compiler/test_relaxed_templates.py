@@ -1,0 +1,167 @@
+"""The hand-written OpenCL templates read and write a relaxed model's float16 temporaries
+(kernels/vectors.h VLOAD_AS, compiler/library.py ELEMENT_TYPES): the direct convolution of a
+stem, the depthwise convolution (with a sibling max pool folded in), the max pool and the bilinear
+resize take float16 inputs and outputs where a target stores temporaries so (forced here on the
+CPU device's target). Each widens what it reads and computes float32, the bits it computes from
+the same values stored float32, and rounds what it stores to nearest even; a chain of them
+matches float32 within float16's precision; a template buffer with no type of its own refuses
+float16."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from nngpu.backends import create, device_backends
+from nngpu.backends.opencl import CPU_TARGET
+from nngpu.compiler.library import element_types
+from nngpu.compiler.lower import device_plan, lower_model
+from nngpu.compiler.steps import TemplateStep
+from nngpu.hal import OperationType as Op
+from nngpu.runtime.interpreter import GraphRunner
+
+from .model_builder import ModelBuilder, T
+
+pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
+HALF_CPU = dataclasses.replace(CPU_TARGET, relaxed_storage=True)
+SAME = 1
+EXACT = ("depthwise-out", "max_pool-then")   # what these store is float32
+
+
+def _stem_to_head(relaxed: bool):
+    """x [1, 16, 16, 3] -> a 3x3 convolution to 16 channels (RELU) -> t1; a 3x3 depthwise
+    convolution at stride 2 of t1 and a 2x2 max pool of it (siblings) -> ADD -> a bilinear resize to
+    16 x 16 -> a 3x3 depthwise convolution (RELU6): the output."""
+    rng = np.random.default_rng(7)
+    b = ModelBuilder()
+    ints = {v: b.constant(T.INT32, v) for v in (0, 1, 2, 3, 6, 16)}
+
+    def weights(*shape):
+        return b.constant(T.TENSOR_FLOAT32, (rng.standard_normal(shape) * 0.4).astype(np.float32))
+
+    def depthwise(x, stride, act, side):
+        return b.op(Op.DEPTHWISE_CONV_2D, [x, weights(1, 3, 3, 16), weights(16), ints[SAME], ints[stride],
+                                           ints[stride], ints[1], ints[act]], T.TENSOR_FLOAT32, [1, side, side, 16])
+
+    x = b.input(T.TENSOR_FLOAT32, [1, 16, 16, 3])
+    t1 = b.op(Op.CONV_2D, [x, weights(16, 3, 3, 3), weights(16), ints[SAME], ints[1], ints[1], ints[1]],
+              T.TENSOR_FLOAT32, [1, 16, 16, 16])
+    t2 = depthwise(t1, 2, 0, 8)
+    t3 = b.op(Op.MAX_POOL_2D, [t1, ints[2], ints[2], ints[2], ints[2], ints[2], ints[0]], T.TENSOR_FLOAT32,
+              [1, 8, 8, 16])
+    t4 = b.op(Op.ADD, [t2, t3, ints[0]], T.TENSOR_FLOAT32, [1, 8, 8, 16])
+    t5 = b.op(Op.RESIZE_BILINEAR, [t4, ints[16], ints[16]], T.TENSOR_FLOAT32, [1, 16, 16, 16])
+    b.output(depthwise(t5, 1, 3, 16))
+    model = b.build()
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model, rng.standard_normal((1, 16, 16, 3)).astype(np.float32) * 4
+
+
+def test_the_templates_take_float16_temporaries():
+    spec = lower_model(GraphRunner(_stem_to_head(relaxed=True)[0]), HALF_CPU)
+    templates = {s.kind: s for s in spec.steps if isinstance(s, TemplateStep)}
+    assert set(templates) == {"conv", "depthwise", "resize_bilinear"}   # the pool folded into the depthwise
+    assert templates["conv"].defines["OUT_T"] == "half" and templates["conv"].defines["X_T"] == "float"
+    strided = next(s for s in spec.steps if isinstance(s, TemplateStep) and "POOL_KH" in s.defines)
+    assert (strided.defines["X_T"], strided.defines["OUT_T"], strided.defines["POOLED_T"]) == ("half",) * 3
+    assert all(spec.tensors[t].storage == "half" for t in strided.args[:1] + strided.args[-2:])
+    assert (templates["resize_bilinear"].defines["X_T"], templates["resize_bilinear"].defines["OUT_T"]) == ("half",) * 2
+    last = [s for s in spec.steps if isinstance(s, TemplateStep)][-1]
+    assert (last.kind, last.defines["X_T"], last.defines["OUT_T"]) == ("depthwise", "half", "float")
+    float_spec = lower_model(GraphRunner(_stem_to_head(relaxed=False)[0]), HALF_CPU)
+    assert {s.defines.get("OUT_T") for s in float_spec.steps if isinstance(s, TemplateStep)} == {"float"}
+
+
+def test_a_chain_of_them_matches_float32_within_float16():
+    backend = create("opencl")
+    got = {}
+    for relaxed, target in ((True, HALF_CPU), (False, CPU_TARGET)):
+        model, x = _stem_to_head(relaxed)
+        backend.target = target
+        got[relaxed] = np.asarray(device_plan(GraphRunner(model), backend).execute([x])[0])
+    assert not np.array_equal(got[True], got[False])   # float16 storage rounds
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-2, atol=1e-2 * float(np.abs(got[False]).max()))
+
+
+def _around(kind: str, relaxed: bool):
+    """One template's use between float16 temporaries: x (float16 values) -> ADD 0 -> t, a
+    temporary holding x exactly; the operation(s) of `kind` on t (the stem's convolution on x
+    itself) -> each result read by two ADD 0 -> two outputs, so the results are temporaries the
+    template stores. With "depthwise-out" the convolution's result is the output (float32); with
+    "max_pool-then" one ADD 0 reads it, folded into the template (THEN), which stores its float32
+    output."""
+    rng = np.random.default_rng(len(kind))
+    b = ModelBuilder()
+    ints = {v: b.constant(T.INT32, v) for v in (0, 1, 2, 3, 12)}
+    c = 4 if kind == "conv" else 16   # a stem's few channels
+    x = b.input(T.TENSOR_FLOAT32, [1, 9, 9, c])
+    t = b.op(Op.ADD, [x, b.constant(T.TENSOR_FLOAT32, np.zeros(1, np.float32)), ints[0]], T.TENSOR_FLOAT32,
+             [1, 9, 9, c])
+
+    def weights(*shape):
+        return b.constant(T.TENSOR_FLOAT32, (rng.standard_normal(shape) * 0.4).astype(np.float32))
+
+    def depthwise(stride, side):
+        return b.op(Op.DEPTHWISE_CONV_2D, [t, weights(1, 3, 3, 16), weights(16), ints[SAME], ints[stride],
+                                           ints[stride], ints[1], ints[1]], T.TENSOR_FLOAT32, [1, side, side, 16])
+
+    def max_pool():
+        return b.op(Op.MAX_POOL_2D, [t, ints[SAME], ints[2], ints[2], ints[2], ints[2], ints[0]], T.TENSOR_FLOAT32,
+                    [1, 5, 5, 16])
+
+    results = {
+        "conv": lambda: [b.op(Op.CONV_2D, [x, weights(8, 3, 3, c),
+                                           weights(8), ints[SAME], ints[1], ints[1], ints[0]],
+                              T.TENSOR_FLOAT32, [1, 9, 9, 8])],
+        "depthwise+pool": lambda: [depthwise(2, 5), max_pool()],
+        "max_pool": lambda: [max_pool()],
+        "resize_bilinear": lambda: [b.op(Op.RESIZE_BILINEAR, [t, ints[12], ints[12]], T.TENSOR_FLOAT32,
+                                         [1, 12, 12, 16])],
+        "depthwise-out": lambda: [depthwise(1, 9)],
+        "max_pool-then": lambda: [max_pool()],
+    }[kind]()
+    for r in results:
+        if kind == "depthwise-out":
+            b.output(r)
+            continue
+        for _ in range(1 if kind == "max_pool-then" else 2):
+            b.output(b.op(Op.ADD, [r, b.constant(T.TENSOR_FLOAT32, np.zeros(1, np.float32)), ints[0]],
+                          T.TENSOR_FLOAT32, b.operands[r].dimensions))
+    model = b.build()
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model, (rng.standard_normal((1, 9, 9, c)) * 3).astype(np.float16).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["conv", "depthwise+pool", "max_pool", "resize_bilinear", "depthwise-out",
+                                  "max_pool-then"])
+def test_each_widens_its_input_and_rounds_its_output_to_nearest_even(kind):
+    """Read from float16 values (exact), a template computes what it does on float32 ones, and
+    stores that rounded to float16 as numpy rounds it (to nearest even)."""
+    backend = create("opencl")
+    got = {}
+    for relaxed, target in ((True, HALF_CPU), (False, CPU_TARGET)):
+        model, x = _around(kind, relaxed)
+        backend.target = target
+        plan = device_plan(GraphRunner(model), backend)
+        got[relaxed] = [np.asarray(o) for o in plan.execute([x])]
+        steps = [s for seg in plan._last for s in seg.spec.steps if isinstance(s, TemplateStep)]
+        assert len(steps) == 1, steps
+        want_type = "half" if relaxed else "float"
+        defines = steps[0].defines
+        assert defines["X_T"] == ("float" if kind == "conv" else want_type)
+        assert defines["OUT_T"] == ("float" if kind in EXACT else want_type)
+        assert defines.get("POOLED_T", want_type) == want_type
+    for relaxed_out, float_out in zip(got[True], got[False]):
+        want = float_out if kind in EXACT else float_out.astype(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(relaxed_out, want)
+
+
+def test_a_buffer_without_a_type_of_its_own_refuses_float16():
+    assert element_types("max_pool", ["half", "float"]) == {"X_T": "half", "OUT_T": "float"}
+    assert element_types("depthwise", ["float", "float", "float", "half"]) == {"X_T": "float", "OUT_T": "half"}
+    with pytest.raises(ValueError, match="depthwise"):
+        element_types("depthwise", ["half", "half", "float", "float"])   # its filter
+    with pytest.raises(ValueError, match="im2col"):
+        element_types("im2col", ["half", "float"])
+    assert element_types("im2col", ["float", "float"]) == {}
