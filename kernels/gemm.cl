@@ -16,6 +16,13 @@
 // With SCALE_A, A's element (r, k) is multiplied by scale[k] as it is read: a kernel that
 // stored A = x * scale (a squeeze-and-excite block's channel gate) folded in
 // (compiler/gemm_fold.py), the same product, so the same bits.
+// The GPU kernels read A and B as AB_T: float, or half (float16 matrices, widened as they are
+// read into local memory: a relaxed model's patch matrix and its weights stored so; the sums
+// are float32 as ever).
+#include "vectors.h"
+#ifndef AB_T
+#define AB_T float
+#endif
 #ifdef SCALE_A
 #define SCALE_PARAM , __global const float* restrict scale
 #define SCALED(v, k) ((v) * scale[k])
@@ -76,7 +83,7 @@ inline float clamped(float v, const float lo, const float hi) {
     }
 
 __kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
-void nn_gemm_tiled(__global const float* restrict A, __global const float* restrict B,
+void nn_gemm_tiled(__global const AB_T* restrict A, __global const AB_T* restrict B,
                    __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     __local float As[TS][TS + 1], Bs[TS][TS];
     const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
@@ -85,8 +92,8 @@ void nn_gemm_tiled(__global const float* restrict A, __global const float* restr
     for (int t = 0; t < K; t += TS) {
         for (int w = 0; w < WPT; ++w) {
             const int r = ty + w * RTS, arow = get_group_id(1) * TS + r;
-            As[r][tx] = (arow < M && t + tx < K) ? SCALED(A[(long)arow * K + t + tx], t + tx) : 0.0f;
-            Bs[r][tx] = (t + r < K && col < N) ? B[(long)(t + r) * LDB + col] : 0.0f;
+            As[r][tx] = (arow < M && t + tx < K) ? SCALED(LOAD_AS(AB_T, (long)arow * K + t + tx, A), t + tx) : 0.0f;
+            Bs[r][tx] = (t + r < K && col < N) ? LOAD_AS(AB_T, (long)(t + r) * LDB + col, B) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         TILE_PRODUCTS(As, Bs, acc)
@@ -98,7 +105,7 @@ void nn_gemm_tiled(__global const float* restrict A, __global const float* restr
 // B transposed (B[N, K]), GPUs: the B tile is read along K (neighbouring work-items, neighbouring
 // addresses) and stored transposed into local memory, padded against bank conflicts.
 __kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
-void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* restrict B,
+void nn_gemm_nt_tiled(__global const AB_T* restrict A, __global const AB_T* restrict B,
                       __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     __local float As[TS][TS + 1], Bs[TS][TS + 1];
     const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
@@ -107,8 +114,8 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
     for (int t = 0; t < K; t += TS) {
         for (int w = 0; w < WPT; ++w) {
             const int r = ty + w * RTS, arow = get_group_id(1) * TS + r, bcol = get_group_id(0) * TS + r;
-            As[r][tx] = (arow < M && t + tx < K) ? SCALED(A[(long)arow * K + t + tx], t + tx) : 0.0f;
-            Bs[tx][r] = (bcol < N && t + tx < K) ? B[(long)bcol * K + t + tx] : 0.0f;
+            As[r][tx] = (arow < M && t + tx < K) ? SCALED(LOAD_AS(AB_T, (long)arow * K + t + tx, A), t + tx) : 0.0f;
+            Bs[tx][r] = (bcol < N && t + tx < K) ? LOAD_AS(AB_T, (long)bcol * K + t + tx, B) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         TILE_PRODUCTS(As, Bs, acc)
@@ -136,7 +143,6 @@ void nn_gemm_nt_tiled(__global const float* restrict A, __global const float* re
 #endif
 #define UNROLL _Pragma("unroll")
 #ifdef VW
-#include "vectors.h"
 // The epilogue on a vector of row r's columns from c on (the identity without EPILOGUE).
 #ifdef EPILOGUE
 #define CLAMPED_VEC_DEF_(n) \

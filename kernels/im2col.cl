@@ -8,18 +8,23 @@
 // for MobileNet v3's stem, this 47 us.
 // The values are copied, so the matrix is the generated kernel's, bit for bit.
 // The compiler specialises it per layer with #defines before this text: NAME, N H W C, OH OW,
-// KH KW, SH SW (strides), DH DW (dilations), PT PL (padding top, left). Launch: global =
+// KH KW, SH SW (strides), DH DW (dilations), PT PL (padding top, left), X_T / OUT_T (the input's
+// and the matrix's element types, float or half: vectors.h's LOAD_AS). Launch: global =
 // N * OH * OW, 1-D; every index fits in 32 bits (checked at lowering).
-__kernel void NAME(__global const float* restrict x, __global float* restrict out) {
+#include "vectors.h"
+// element j of the input from `src` into element i of the matrix from `dst`
+#define COPY(i, dst, j, src) STORE_AS(OUT_T, LOAD_AS(X_T, j, src), i, dst)
+
+__kernel void NAME(__global const X_T* restrict x, __global OUT_T* restrict out) {
     const int pixel = get_global_id(0);
     if (pixel >= N * OH * OW) return;
     const int ox = pixel % OW, oy = (pixel / OW) % OH, n = pixel / (OW * OH);
     const int iy0 = oy * SH - PT, ix0 = ox * SW - PL;
-    __global float* dst = out + pixel * (KH * KW * C);
+    __global OUT_T* dst = out + pixel * (KH * KW * C);
     if (DW == 1 && iy0 >= 0 && iy0 + (KH - 1) * DH < H && ix0 >= 0 && ix0 + KW - 1 < W) {
         _Pragma("unroll") for (int ky = 0; ky < KH; ++ky) {
-            const __global float* src = x + ((n * H + iy0 + ky * DH) * W + ix0) * C;
-            _Pragma("unroll") for (int j = 0; j < KW * C; ++j) dst[ky * KW * C + j] = src[j];
+            const __global X_T* src = x + ((n * H + iy0 + ky * DH) * W + ix0) * C;
+            _Pragma("unroll") for (int j = 0; j < KW * C; ++j) COPY(ky * KW * C + j, dst, j, src);
         }
         return;
     }
@@ -28,8 +33,13 @@ __kernel void NAME(__global const float* restrict x, __global float* restrict ou
         for (int kx = 0; kx < KW; ++kx) {
             const int ix = ix0 + kx * DW;
             const bool inside = iy >= 0 && iy < H && ix >= 0 && ix < W;
-            const __global float* src = x + ((n * H + iy) * W + ix) * C;
-            for (int c = 0; c < C; ++c) dst[(ky * KW + kx) * C + c] = inside ? src[c] : 0.0f;
+            const __global X_T* src = x + ((n * H + iy) * W + ix) * C;
+            for (int c = 0; c < C; ++c) {
+                if (inside)
+                    COPY((ky * KW + kx) * C + c, dst, c, src);
+                else
+                    STORE_AS(OUT_T, 0.0f, (ky * KW + kx) * C + c, dst);
+            }
         }
     }
 }

@@ -72,13 +72,14 @@ class OpenCLRenderer(CStyleRenderer):
 
 
 def _target(name: str, schedule: Schedule, templates: dict[str, str],
-            gemm_row_stride: Callable[[int], int] | None = None, gemm_min_work: int = 1 << 16) -> Target:
+            gemm_row_stride: Callable[[int], int] | None = None, gemm_min_work: int = 1 << 16,
+            gemm_half_inputs: bool = False) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
         templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "max_pool": "max_pool.cl",
                    "resize_bilinear": "resize_bilinear.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
-        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride)
+        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, gemm_half_inputs=gemm_half_inputs)
 
 
 # A GPU's driver chooses its work-groups, but a slice's statistic (softmax's maximum and sum, a
@@ -91,7 +92,8 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str],
 # a work-item summing a vector of neighbouring outputs, and float elementwise kernels run 16
 # lanes a work-item in explicit vectors (ir/vectorize.py): PoCL vectorises neither one-output
 # loop across work-items, and calls a scalar exp per work-item (EfficientNet B0's swish 3x slower).
-TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {})
+# Its tiled GEMM reads float16 matrices (kernels/gemm.cl AB_T) where a relaxed model stores them so.
+TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {}, gemm_half_inputs=True)
 
 
 def cpu_gemm_row_stride(n: int) -> int:
@@ -352,14 +354,16 @@ class OpenCLBackend(Backend):
                                "PoCL wheel, install the system's PoCL (Debian: pocl-opencl-icd)") from e
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
-                   then: str | None = None, ldb: int | None = None, scale: bool = False) -> tuple[str, str, Grid]:
+                   then: str | None = None, ldb: int | None = None, scale: bool = False,
+                   half: bool = False) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
         device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 64 columns
         (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide (1 by 4: nt_rows). On a GPU,
         32 x 32 tiles of C in local memory, 4 rows a work-item. With the epilogue, the same
         kernels add the bias and clamp as they store (and add a residual and clamp again, or
         pass the value to `then`, a folded kernel's function). With `ldb`, B's rows are padded to
-        so many columns: the CPU kernel computes whole vectors of them and stores N."""
+        so many columns: the CPU kernel computes whole vectors of them and stores N. With `half`,
+        A and B are float16 (the GPU kernels only)."""
         defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
         if ldb is not None:
             defines += f"#define LDB {ldb}\n"
@@ -367,8 +371,12 @@ class OpenCLBackend(Backend):
             defines += "#define SCALE_A\n"
         text = defines + (then or "") + kernel_template("gemm.cl")
         if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
+            if half:
+                text = "#define AB_T half\n" + text
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
             return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
+        if half:
+            raise NotImplementedError("a CPU device's GEMM (kernels/gemm.cl nn_gemm_vec) reads float32 matrices")
         if b_transposed:
             rows = nt_rows(m)
             text = "#define VW 16\n" + ("" if rows == NT_BLOCK else f"#define NT_ROWS {rows}\n") + text
@@ -388,10 +396,9 @@ class OpenCLBackend(Backend):
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None,
                   scale=None, relaxed: bool = False, half: bool = False):
-        # relaxed or not, float32 (relaxed_precision says why)
-        if half:
-            raise NotImplementedError("kernels/gemm.cl reads float32 matrices (the target has no gemm_half_inputs)")
-        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None)
+        # float32 sums, relaxed or not; `half`: float16 A and B, widened as the GPU kernels read them
+        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None,
+                                             half)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
         extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 ELEMENT_TYPES: dict[str, tuple[str | None, ...]] = {
     "depthwise": ("X_T", None, None, "OUT_T"),
     "conv": ("X_T", None, None, "OUT_T"),
+    "im2col": ("X_T", "OUT_T"),
     "max_pool": ("X_T", "OUT_T"),
     "resize_bilinear": ("X_T", None, None, None, None, "OUT_T"),
 }

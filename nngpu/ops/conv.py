@@ -329,16 +329,17 @@ def _conv_gemm(node: OpNode, x: Tensor, b: Tensor, g: ConvGeometry) -> Compute |
 
 
 def _im2col_library(node: OpNode, x: Tensor, g: ConvGeometry, m: int, k: int) -> BufferTensor | None:
-    """The patch matrix by the target's im2col kernel (a work-item per row of it),
-    for a stored float input whose indices fit in 32 bits; None where it does not apply."""
-    if (not isinstance(x, BufferTensor) or x.buffer.storage != "float" or not node.has_library("im2col")
+    """The patch matrix by the target's im2col kernel (a work-item per row of it), for a stored
+    float input whose indices fit in 32 bits (float16 where the input is a relaxed temporary, or
+    where the target stores those so); None where it does not apply."""
+    if (not isinstance(x, BufferTensor) or x.buffer.storage not in TEMPLATE_STORAGES or not node.has_library("im2col")
             or max(m * k, g.n * g.h * g.w * g.cin) >= 2 ** 31):
         return None
     win = g.win
     defines: dict[str, object] = dict(N=g.n, H=g.h, W=g.w, C=g.cin, OH=g.oh, OW=g.ow, KH=g.kh, KW=g.kw,
                                       SH=win.stride_h, SW=win.stride_w, DH=win.dil_h, DW=win.dil_w,
                                       PT=win.pad_top, PL=win.pad_left)
-    return node.library("im2col", [x], m, defines, temp=(m, k))
+    return node.library("im2col", [x], m, defines, temp=(m, k), values=True)
 
 
 def _im2col(node: OpNode, x: Tensor, g: ConvGeometry, m: int, k: int) -> Compute:

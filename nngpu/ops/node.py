@@ -132,13 +132,13 @@ class OpNode(OpContext):
 
     def library(self, kind: str, inputs: list["BufferTensor"], size: int, defines: dict[str, object],
                 temp: tuple[int, ...] | None = None, then_row: int | None = None,
-                group: int | None = None) -> "BufferTensor":
+                group: int | None = None, values: bool = False) -> "BufferTensor":
         """The hand-written kernel for `kind`, specialised by `defines`, over a 1-D grid of `size`:
         it reads `inputs` and writes the operation's (one) output itself, returned; or, given a
-        `temp` shape, a new float temporary of that shape. `then_row`: the template can call a
-        folded elementwise kernel on the vectors it stores, each within a row of that many elements.
-        `group`: its work-groups' size, where not the target's."""
-        return self._builder().library(kind, inputs, size, defines, temp, then_row, group)
+        `temp` shape, a new float temporary of that shape (`values`: as materialize's). `then_row`:
+        the template can call a folded elementwise kernel on the vectors it stores, each within a
+        row of that many elements. `group`: its work-groups' size, where not the target's."""
+        return self._builder().library(kind, inputs, size, defines, temp, then_row, group, values)
 
     def gemm(self, a: "BufferTensor", b: "BufferTensor", m: int, n: int, k: int, b_transposed: bool = False,
              epilogue: tuple["BufferTensor", tuple[float, float]] | None = None) -> "BufferTensor | Stored":

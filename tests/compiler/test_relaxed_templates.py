@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from nngpu.backends import create, device_backends
-from nngpu.backends.opencl import CPU_TARGET
+from nngpu.backends.opencl import CPU_TARGET, TARGET as GPU_TARGET
 from nngpu.compiler.library import element_types
 from nngpu.compiler.lower import device_plan, lower_model
-from nngpu.compiler.steps import TemplateStep
+from nngpu.compiler.steps import GemmStep, TemplateStep
 from nngpu.hal import OperationType as Op
 from nngpu.runtime.interpreter import GraphRunner
 
@@ -25,6 +25,7 @@ from .model_builder import ModelBuilder, T
 
 pytestmark = pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 HALF_CPU = dataclasses.replace(CPU_TARGET, relaxed_storage=True)
+HALF_GPU = dataclasses.replace(GPU_TARGET, relaxed_storage=True)   # a plan for a GPU runs on PoCL too
 SAME = 1
 EXACT = ("depthwise-out", "max_pool-then")   # what these store is float32
 
@@ -157,11 +158,49 @@ def test_each_widens_its_input_and_rounds_its_output_to_nearest_even(kind):
         np.testing.assert_array_equal(relaxed_out, want)
 
 
+def _gemm_convolution(relaxed: bool):
+    """x (float16 values) -> ADD 0 -> t, a temporary holding x exactly -> a 3x3 convolution of 16
+    to 32 channels (a GEMM of its patch matrix; weights float16 values, RELU) -> the output."""
+    rng = np.random.default_rng(3)
+    b = ModelBuilder()
+    ints = {v: b.constant(T.INT32, v) for v in (0, 1)}
+    x = b.input(T.TENSOR_FLOAT32, [1, 12, 12, 16])
+    t = b.op(Op.ADD, [x, b.constant(T.TENSOR_FLOAT32, np.zeros(1, np.float32)), ints[0]], T.TENSOR_FLOAT32,
+             [1, 12, 12, 16])
+    w = (rng.standard_normal((32, 3, 3, 16)) * 0.3).astype(np.float16).astype(np.float32)
+    bias = rng.standard_normal(32).astype(np.float32)
+    b.output(b.op(Op.CONV_2D, [t, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias), ints[SAME],
+                               ints[1], ints[1], ints[1]], T.TENSOR_FLOAT32, [1, 12, 12, 32]))
+    model = b.build()
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model, (rng.standard_normal((1, 12, 12, 16)) * 3).astype(np.float16).astype(np.float32)
+
+
+@pytest.mark.parametrize("target", [HALF_GPU, HALF_CPU], ids=["gpu", "cpu"])
+def test_a_gemm_convolution_takes_its_float16_patch_matrix(target):
+    """im2col writes the patch matrix of a float16 temporary as float16; a GPU's tiled GEMM reads it
+    and the weights stored float16 as they are (AB_T half), a CPU device's GEMM a float32 copy. From
+    float16 values either is the float32 plan's bits."""
+    backend = create("opencl")
+    got = {}
+    for relaxed in (True, False):
+        model, x = _gemm_convolution(relaxed)
+        backend.target = target
+        plan = device_plan(GraphRunner(model), backend)
+        got[relaxed] = np.asarray(plan.execute([x])[0])
+        steps = [s for seg in plan._last for s in seg.spec.steps]
+        (im2col,) = [s for s in steps if isinstance(s, TemplateStep) and s.kind == "im2col"]
+        (gemm,) = [s for s in steps if isinstance(s, GemmStep)]
+        assert im2col.defines["X_T"] == im2col.defines["OUT_T"] == ("half" if relaxed else "float")
+        assert gemm.half == (relaxed and target is HALF_GPU)
+    np.testing.assert_array_equal(got[True], got[False])
+
+
 def test_a_buffer_without_a_type_of_its_own_refuses_float16():
     assert element_types("max_pool", ["half", "float"]) == {"X_T": "half", "OUT_T": "float"}
     assert element_types("depthwise", ["float", "float", "float", "half"]) == {"X_T": "float", "OUT_T": "half"}
     with pytest.raises(ValueError, match="depthwise"):
         element_types("depthwise", ["half", "half", "float", "float"])   # its filter
-    with pytest.raises(ValueError, match="im2col"):
-        element_types("im2col", ["half", "float"])
-    assert element_types("im2col", ["float", "float"]) == {}
+    with pytest.raises(ValueError, match="column_sum"):
+        element_types("column_sum", ["half", "float"])
+    assert element_types("column_sum", ["float", "float"]) == {}
