@@ -73,13 +73,13 @@ class OpenCLRenderer(CStyleRenderer):
 
 def _target(name: str, schedule: Schedule, templates: dict[str, str],
             gemm_row_stride: Callable[[int], int] | None = None, gemm_min_work: int = 1 << 16,
-            gemm_half_inputs: bool = False) -> Target:
+            half: bool = False) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
         templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "max_pool": "max_pool.cl",
                    "resize_bilinear": "resize_bilinear.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
-        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, gemm_half_inputs=gemm_half_inputs)
+        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, relaxed_storage=half, gemm_half_inputs=half)
 
 
 # A GPU's driver chooses its work-groups, but a slice's statistic (softmax's maximum and sum, a
@@ -92,8 +92,10 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str],
 # a work-item summing a vector of neighbouring outputs, and float elementwise kernels run 16
 # lanes a work-item in explicit vectors (ir/vectorize.py): PoCL vectorises neither one-output
 # loop across work-items, and calls a scalar exp per work-item (EfficientNet B0's swish 3x slower).
-# Its tiled GEMM reads float16 matrices (kernels/gemm.cl AB_T) where a relaxed model stores them so.
-TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {}, gemm_half_inputs=True)
+# A relaxed model's float32 temporaries are stored as float16 there (vload_half and vstore_half_rte
+# are core OpenCL: no cl_khr_fp16 needed), half the memory traffic; its tiled GEMM reads float16
+# matrices (kernels/gemm.cl AB_T). A CPU device keeps float32 (OpenCLBackend.relaxed_precision).
+TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {}, half=True)
 
 
 def cpu_gemm_row_stride(n: int) -> int:
@@ -323,9 +325,12 @@ class OpenCLBackend(Backend):
                                  src_offset=int(src_offset))
 
     def relaxed_precision(self) -> str:
-        if "cl_khr_fp16" not in self.device.extensions.split():
-            return "all float32: the device has no float16 arithmetic (no cl_khr_fp16)"
-        return super().relaxed_precision()
+        if self.target.relaxed_storage:
+            return ("float32 temporaries are stored as float16 (half the memory traffic) and the kernels compute "
+                    "float32 from them; the tiled GEMMs read float16 patch matrices and weights and sum in float32")
+        fp16 = "cl_khr_fp16" in self.device.extensions.split()
+        return ("all float32: a CPU device" + ("" if fp16 else ", with no float16 arithmetic (no cl_khr_fp16)")
+                + ", whose caches hold the temporaries: float16 storage would only add conversions")
 
     def cache_identity(self) -> str:
         d = self.device

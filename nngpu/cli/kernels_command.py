@@ -17,8 +17,8 @@ def add_parser(sub, common) -> None:
                    help="the kernel target: opencl (default; a GPU's schedule), opencl-cpu or cuda")
     g.add_argument("--no-fusion", action="store_true", help="one kernel per operation")
     g.add_argument("--relaxed", action="store_true",
-                   help="the kernels of the model with relaxComputationFloat32toFloat16 set (on cuda: float32 "
-                        "temporaries stored as float16)")
+                   help="the kernels of the model with relaxComputationFloat32toFloat16 set (on cuda and "
+                        "opencl, a GPU's: float32 temporaries stored as float16)")
     g.set_defaults(func=run)
 
 

@@ -1,5 +1,6 @@
 """`nngpu kernels --relaxed`: the kernels of the model with relaxComputationFloat32toFloat16 set,
-which on CUDA store float32 temporaries as float16, and a line saying how many."""
+which on CUDA and an OpenCL GPU store float32 temporaries as float16 (a CPU device's keep
+float32), and a line saying how many."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,10 +10,10 @@ from nngpu.cli import main
 DEMO = Path(__file__).parents[2] / "nngpu" / "data" / "demo_cnn.json"
 
 
-def _dump(tmp_path: Path, capsys, *flags: str) -> tuple[str, list[str]]:
-    out = tmp_path / ("relaxed" if flags else "float32")
-    assert main(["kernels", str(DEMO), "--target", "cuda", "--out", str(out), *flags]) == 0
-    return capsys.readouterr().out, [p.read_text() for p in sorted(out.glob("*.cu"))]
+def _dump(tmp_path: Path, capsys, *flags: str, target: str = "cuda") -> tuple[str, list[str]]:
+    out = tmp_path / target / ("relaxed" if flags else "float32")
+    assert main(["kernels", str(DEMO), "--target", target, "--out", str(out), *flags]) == 0
+    return capsys.readouterr().out, [p.read_text() for p in sorted(out.glob("*.c[lu]"))]
 
 
 def test_relaxed_kernels_store_float32_temporaries_as_float16(tmp_path, capsys):
@@ -24,3 +25,12 @@ def test_relaxed_kernels_store_float32_temporaries_as_float16(tmp_path, capsys):
     # CONV_2D, AVERAGE_POOL_2D and FULLY_CONNECTED store float16 (RESHAPE views the pool's); the
     # SOFTMAX's statistics and its output, the model's, stay float32
     assert [" = nn_float_to_half(" in s for s in relaxed_sources] == [True] * 3 + [False] * 3
+
+
+def test_an_opencl_gpu_stores_them_and_a_cpu_device_keeps_float32(tmp_path, capsys):
+    relaxed, sources = _dump(tmp_path, capsys, "--relaxed", target="opencl")
+    assert "relaxed: 4 float32 temporaries stored as float16 on opencl" in relaxed
+    assert sum("__global half*" in s for s in sources) == 3   # as on CUDA
+    cpu, cpu_sources = _dump(tmp_path, capsys, "--relaxed", target="opencl-cpu")
+    assert "relaxed: 0 float32 temporaries stored as float16 on opencl-cpu" in cpu
+    assert not any("half*" in s for s in cpu_sources)

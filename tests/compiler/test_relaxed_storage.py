@@ -12,7 +12,7 @@ import pytest
 
 from nngpu.backends import create, device_backends
 from nngpu.backends.cuda import TARGET as CUDA
-from nngpu.backends.opencl import TARGET as OPENCL
+from nngpu.backends.opencl import CPU_TARGET as OPENCL_CPU, TARGET as OPENCL
 from nngpu.compiler.lower import device_plan, lower_model
 from nngpu.compiler.relaxed_storage import READS_BITS, float16_temporaries
 from nngpu.compiler.steps import GemmStep, KernelStep, Known, TemplateStep, Transfer
@@ -27,13 +27,12 @@ from ..cuda_host.test_corpus_host import corpus_problems
 from ..ops.test_shape_functions import case_inputs
 from .model_builder import ModelBuilder
 
-HALF_OPENCL = dataclasses.replace(OPENCL, relaxed_storage=True)
 SAMPLE_EVERY = 20   # of the corpus' 530 relaxed cases with float32 temporaries (52 cases by default, 539 in all)
 
 
 def half_temporaries(backend_name: str):
-    """The device backend with its target storing relaxed temporaries as float16 (on CUDA it does
-    anyway; forced on OpenCL, where `vload_half` is core)."""
+    """The device backend with its target storing relaxed temporaries as float16 (on CUDA and an
+    OpenCL GPU it does anyway; forced on a CPU device, PoCL here, where `vload_half` is core too)."""
     backend = create(backend_name)
     backend.target = dataclasses.replace(backend.target, relaxed_storage=True)
     return backend
@@ -57,12 +56,17 @@ def _chain(relaxed: bool):
     return model, dict(x=x, c=c, t1=t1, t2=t2, t3=t3, out=out, index=index)
 
 
+def test_an_opencl_gpu_stores_them_and_a_cpu_device_keeps_float32():
+    assert OPENCL.relaxed_storage and OPENCL.gemm_half_inputs   # an OpenCL GPU
+    assert not (OPENCL_CPU.relaxed_storage or OPENCL_CPU.gemm_half_inputs)
+
+
 def test_only_a_relaxed_models_float32_temporaries_are_float16():
     model, ids = _chain(relaxed=True)
     # t3 views the model's input, which stays float32; the int32 result and the output are no float16
-    assert float16_temporaries(model.main, True, HALF_OPENCL) == {ids["t1"], ids["t2"]}
-    assert float16_temporaries(model.main, False, HALF_OPENCL) == frozenset()
-    assert float16_temporaries(model.main, True, OPENCL) == frozenset()   # a target that keeps float32
+    assert float16_temporaries(model.main, True, OPENCL) == {ids["t1"], ids["t2"]}
+    assert float16_temporaries(model.main, False, OPENCL) == frozenset()
+    assert float16_temporaries(model.main, True, OPENCL_CPU) == frozenset()   # a target that keeps float32
 
 
 def _hashed_view(relaxed: bool):
@@ -85,7 +89,7 @@ def _hashed_view(relaxed: bool):
 def test_what_is_hashed_as_bytes_stays_float32():
     """LSH_PROJECTION hashes the bytes of its input, a view of t: neither is float16."""
     assert Op.LSH_PROJECTION in READS_BITS
-    assert float16_temporaries(_hashed_view(True).main, True, HALF_OPENCL) == frozenset()
+    assert float16_temporaries(_hashed_view(True).main, True, OPENCL) == frozenset()
 
 
 @pytest.mark.parametrize("backend_name", device_backends())
@@ -122,7 +126,7 @@ def conv_chain(relaxed: bool, side: int = 40):
 
 def test_the_lowering_stores_them_as_float16_and_reads_them_as_such():
     model, _ = conv_chain(relaxed=True)
-    spec = lower_model(GraphRunner(model), HALF_OPENCL)
+    spec = lower_model(GraphRunner(model), OPENCL)
     half = spec.known.half
     assert len(half) == 4
     for t in half:
@@ -135,7 +139,7 @@ def test_the_lowering_stores_them_as_float16_and_reads_them_as_such():
             assert storages[:2] == ["half" if step.half else "float"] * 2 and set(storages[2:]) == {"float"}, step
     assert any(isinstance(s, TemplateStep) and s.kind == "max_pool" and s.defines["X_T"] == "half" for s in spec.steps)
     assert any(isinstance(s, GemmStep) for s in spec.steps)
-    float_spec = lower_model(GraphRunner(conv_chain(relaxed=False)[0]), HALF_OPENCL)
+    float_spec = lower_model(GraphRunner(conv_chain(relaxed=False)[0]), OPENCL)
     assert not float_spec.known.half
     assert all(2 * spec.tensors[t].nbytes == float_spec.tensors[t].nbytes for t in half)
 
