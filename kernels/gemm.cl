@@ -16,12 +16,15 @@
 // With SCALE_A, A's element (r, k) is multiplied by scale[k] as it is read: a kernel that
 // stored A = x * scale (a squeeze-and-excite block's channel gate) folded in
 // (compiler/gemm_fold.py), the same product, so the same bits.
-// The GPU kernels read A and B as AB_T: float, or half (float16 matrices, widened as they are
-// read into local memory: a relaxed model's patch matrix and its weights stored so; the sums
-// are float32 as ever).
+// The GPU kernels read A and B as AB_T and store C as C_T: float, or half (float16 matrices,
+// widened as they are read into local memory: a relaxed model's patch matrix and its weights
+// stored so; a float16 C rounded to nearest even as it is stored; the sums are float32 as ever).
 #include "vectors.h"
 #ifndef AB_T
 #define AB_T float
+#endif
+#ifndef C_T
+#define C_T float
 #endif
 #ifdef SCALE_A
 #define SCALE_PARAM , __global const float* restrict scale
@@ -79,12 +82,12 @@ inline float clamped(float v, const float lo, const float hi) {
 #define TILE_STORE(C, acc) \
     for (int w = 0; w < WPT; ++w) { \
         const int row = get_group_id(1) * TS + ty + w * RTS; \
-        if (row < M && col < N) C[(long)row * N + col] = FINISH(acc[w], row, col); \
+        if (row < M && col < N) STORE_AS(C_T, FINISH(acc[w], row, col), (long)row * N + col, C); \
     }
 
 __kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
 void nn_gemm_tiled(__global const AB_T* restrict A, __global const AB_T* restrict B,
-                   __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
+                   __global C_T* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     __local float As[TS][TS + 1], Bs[TS][TS];
     const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
     float acc[WPT];
@@ -106,7 +109,7 @@ void nn_gemm_tiled(__global const AB_T* restrict A, __global const AB_T* restric
 // addresses) and stored transposed into local memory, padded against bank conflicts.
 __kernel __attribute__((reqd_work_group_size(TS, RTS, 1)))
 void nn_gemm_nt_tiled(__global const AB_T* restrict A, __global const AB_T* restrict B,
-                      __global float* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
+                      __global C_T* restrict C, const int M, const int N, const int K EPILOGUE_ARGS SCALE_PARAM) {
     __local float As[TS][TS + 1], Bs[TS][TS + 1];
     const int tx = get_local_id(0), ty = get_local_id(1), col = get_group_id(0) * TS + tx;
     float acc[WPT];

@@ -318,19 +318,20 @@ class Backend(ABC):
     def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None,
                   ldb: int | None = None, scale: Any = None, relaxed: bool = False,
-                  half: bool = False) -> Callable[[], Any]:
+                  half: bool = False, half_c: bool = False) -> Callable[[], Any]:
         """The GEMM as a call without arguments; with epilogue (bias buffer, lo, hi) it stores
         clamp(C + bias, lo, hi), and with (bias, lo, hi, residual buffer, lo2, hi2)
         clamp(clamp(C + bias, lo, hi) + residual, lo2, hi2); with `then` (a folded kernel's
         source, its buffers) that kernel's value of clamp(C + bias, lo, hi): what only a backend
         whose target has gemm_epilogue is asked for. `ldb`: B's row stride where its rows are
         padded (a target's gemm_row_stride); `scale`: a buffer of K floats that multiply A's
-        columns as they are read (asked for with gemm_epilogue too); `relaxed` and `half` as gemm's."""
+        columns as they are read (asked for with gemm_epilogue too); `relaxed` and `half` as gemm's;
+        `half_c`: the epilogue stores a float16 C (asked only of a target with gemm_half_output)."""
         if ldb is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM reads B with rows of N columns")
         if scale is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM scales no columns of A")
-        if epilogue is not None or then is not None:
+        if epilogue is not None or then is not None or half_c:
             raise NotImplementedError(f"the {self.name} backend's GEMM has no epilogue")
         return functools.partial(self.gemm, a, b, c, m, n, k, b_transposed, relaxed, half)
 

@@ -79,7 +79,8 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str],
         templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "max_pool": "max_pool.cl",
                    "resize_bilinear": "resize_bilinear.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
-        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, relaxed_storage=half, gemm_half_inputs=half)
+        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, relaxed_storage=half, gemm_half_inputs=half,
+        gemm_half_output=half)
 
 
 # A GPU's driver chooses its work-groups, but a slice's statistic (softmax's maximum and sum, a
@@ -94,7 +95,8 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str],
 # loop across work-items, and calls a scalar exp per work-item (EfficientNet B0's swish 3x slower).
 # A relaxed model's float32 temporaries are stored as float16 there (vload_half and vstore_half_rte
 # are core OpenCL: no cl_khr_fp16 needed), half the memory traffic; its tiled GEMM reads float16
-# matrices (kernels/gemm.cl AB_T). A CPU device keeps float32 (OpenCLBackend.relaxed_precision).
+# matrices and its epilogue stores a float16 C (kernels/gemm.cl AB_T, C_T). A CPU device keeps
+# float32 (OpenCLBackend.relaxed_precision).
 TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {}, half=True)
 
 
@@ -360,7 +362,7 @@ class OpenCLBackend(Backend):
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
                    then: str | None = None, ldb: int | None = None, scale: bool = False,
-                   half: bool = False) -> tuple[str, str, Grid]:
+                   half: bool = False, half_c: bool = False) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
         device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 64 columns
         (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide (1 by 4: nt_rows). On a GPU,
@@ -368,7 +370,7 @@ class OpenCLBackend(Backend):
         kernels add the bias and clamp as they store (and add a residual and clamp again, or
         pass the value to `then`, a folded kernel's function). With `ldb`, B's rows are padded to
         so many columns: the CPU kernel computes whole vectors of them and stores N. With `half`,
-        A and B are float16 (the GPU kernels only)."""
+        A and B are float16, with `half_c` C (the GPU kernels only)."""
         defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
         if ldb is not None:
             defines += f"#define LDB {ldb}\n"
@@ -376,12 +378,11 @@ class OpenCLBackend(Backend):
             defines += "#define SCALE_A\n"
         text = defines + (then or "") + kernel_template("gemm.cl")
         if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
-            if half:
-                text = "#define AB_T half\n" + text
+            text = "#define AB_T half\n" * half + "#define C_T half\n" * half_c + text
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
             return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
-        if half:
-            raise NotImplementedError("a CPU device's GEMM (kernels/gemm.cl nn_gemm_vec) reads float32 matrices")
+        if half or half_c:
+            raise NotImplementedError("a CPU device's GEMM (kernels/gemm.cl nn_gemm_vec) takes float32 matrices")
         if b_transposed:
             rows = nt_rows(m)
             text = "#define VW 16\n" + ("" if rows == NT_BLOCK else f"#define NT_ROWS {rows}\n") + text
@@ -400,10 +401,10 @@ class OpenCLBackend(Backend):
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None,
-                  scale=None, relaxed: bool = False, half: bool = False):
+                  scale=None, relaxed: bool = False, half: bool = False, half_c: bool = False):
         # float32 sums, relaxed or not; `half`: float16 A and B, widened as the GPU kernels read them
         source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None,
-                                             half)
+                                             half, half_c)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
         extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]

@@ -119,7 +119,9 @@ class _Builder:
             self.constants[key] = packed
             self.temps[key] = TensorInfo((k, stride), self.temps[key].storage, pinned=True)
             b_transposed, ldb = False, (stride if stride != n else None)
-        if epilogue is not None and self.low.target.gemm_epilogue and self._output().buffer.storage == "float":
+        stored = self._output().buffer.storage
+        if (epilogue is not None and self.low.target.gemm_epilogue
+                and (stored == "float" or stored == "half" and self.low.target.gemm_half_output)):
             bias, bounds = epilogue
             out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]

@@ -37,6 +37,9 @@ class Target:
     # whether its GEMM multiplies float16 matrices into float32 (a float16 temporary read as it is,
     # times its weights stored float16 at prepare); else a float16 A is copied to float32 first
     gemm_half_inputs: bool = False
+    # whether its GEMM's epilogue (gemm_epilogue) stores a float16 C: an operation's output that is
+    # a float16 temporary written once, not a float32 C and a kernel rounding it
+    gemm_half_output: bool = False
 
     def render(self, kernel: Kernel) -> str:
         """The kernel alone as C, framed by this target's schedule."""

@@ -142,8 +142,11 @@ class Segment:
             if step.residual is not None:
                 epilogue += (extra[1], *step.residual)
             then = None if step.then is None else (step.then, extra[1:])
+            # C's storage as the segment holds it: a fold may have made C another operation's output
+            half_c = self.spec.tensors[step.args[-1]].storage == "half"
             return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed,
-                                                         epilogue, then, step.ldb, scale, step.relaxed, step.half))
+                                                         epilogue, then, step.ldb, scale, step.relaxed, step.half,
+                                                         half_c))
         if isinstance(step, Transfer):
             # a relaxed temporary moves as its float16 storage (ExecutionState.lookup widens it)
             t = step.tensor

@@ -135,8 +135,9 @@ def test_the_lowering_stores_them_as_float16_and_reads_them_as_such():
         storages = [spec.tensors[t].storage for t in getattr(step, "args", []) if t in spec.tensors]
         if isinstance(step, TemplateStep):
             assert storages.count("half") == list(step.defines.values()).count("half"), step
-        if isinstance(step, GemmStep):
-            assert storages[:2] == ["half" if step.half else "float"] * 2 and set(storages[2:]) == {"float"}, step
+        if isinstance(step, GemmStep):   # its epilogue stores a float16 C (the convolution's output)
+            assert storages[:2] == ["half" if step.half else "float"] * 2 and set(storages[2:-1]) == {"float"}, step
+            assert storages[-1] == ("half" if step.bounds is not None else "float"), step
     assert any(isinstance(s, TemplateStep) and s.kind == "max_pool" and s.defines["X_T"] == "half" for s in spec.steps)
     assert any(isinstance(s, GemmStep) for s in spec.steps)
     float_spec = lower_model(GraphRunner(conv_chain(relaxed=False)[0]), OPENCL)

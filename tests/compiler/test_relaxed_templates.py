@@ -157,9 +157,10 @@ def test_each_widens_its_input_and_rounds_its_output_to_nearest_even(kind):
         np.testing.assert_array_equal(relaxed_out, want)
 
 
-def _gemm_convolution(relaxed: bool):
+def _gemm_convolution(relaxed: bool, readers: int = 0):
     """x (float16 values) -> ADD 0 -> t, a temporary holding x exactly -> a 3x3 convolution of 16
-    to 32 channels (a GEMM of its patch matrix; weights float16 values, RELU) -> the output."""
+    to 32 channels (a GEMM of its patch matrix; weights float16 values, RELU) -> the output; or,
+    with `readers`, a temporary that so many ADD 0 read, each into an output."""
     rng = np.random.default_rng(3)
     b = ModelBuilder()
     ints = {v: b.constant(T.INT32, v) for v in (0, 1)}
@@ -168,8 +169,13 @@ def _gemm_convolution(relaxed: bool):
              [1, 12, 12, 16])
     w = (rng.standard_normal((32, 3, 3, 16)) * 0.3).astype(np.float16).astype(np.float32)
     bias = rng.standard_normal(32).astype(np.float32)
-    b.output(b.op(Op.CONV_2D, [t, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias), ints[SAME],
-                               ints[1], ints[1], ints[1]], T.TENSOR_FLOAT32, [1, 12, 12, 32]))
+    y = b.op(Op.CONV_2D, [t, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias), ints[SAME],
+                          ints[1], ints[1], ints[1]], T.TENSOR_FLOAT32, [1, 12, 12, 32])
+    if not readers:
+        b.output(y)
+    for _ in range(readers):
+        b.output(b.op(Op.ADD, [y, b.constant(T.TENSOR_FLOAT32, np.zeros(1, np.float32)), ints[0]], T.TENSOR_FLOAT32,
+                      [1, 12, 12, 32]))
     model = b.build()
     model.relaxComputationFloat32toFloat16 = relaxed
     return model, (rng.standard_normal((1, 12, 12, 16)) * 3).astype(np.float16).astype(np.float32)
@@ -193,6 +199,27 @@ def test_a_gemm_convolution_takes_its_float16_patch_matrix(target):
         assert im2col.defines["X_T"] == im2col.defines["OUT_T"] == ("half" if relaxed else "float")
         assert gemm.half == (relaxed and target is GPU_TARGET)
     np.testing.assert_array_equal(got[True], got[False])
+
+
+@pytest.mark.parametrize("target", [GPU_TARGET, HALF_CPU], ids=["gpu", "cpu"])
+def test_a_gemm_convolution_stores_its_float16_output_once_on_a_gpu(target):
+    """A GPU's GEMM epilogue adds the bias, clamps and stores the float16 output itself (C_T half);
+    a CPU device's stores a float32 C that a kernel of its own rounds. Both store the float32
+    plan's values rounded to nearest even."""
+    backend = create("opencl")
+    got = {}
+    for relaxed in (True, False):
+        model, x = _gemm_convolution(relaxed, readers=2)
+        backend.target = target
+        plan = device_plan(GraphRunner(model), backend)
+        got[relaxed] = [np.asarray(o) for o in plan.execute([x])]
+        spec = plan._last[0].spec
+        (gemm,) = [s for s in spec.steps if isinstance(s, GemmStep)]
+        epilogue = target is GPU_TARGET or not relaxed
+        assert (gemm.bounds is not None) == epilogue
+        assert spec.tensors[gemm.args[-1]].storage == ("half" if relaxed and epilogue else "float")
+    for relaxed_out, float_out in zip(got[True], got[False]):
+        np.testing.assert_array_equal(relaxed_out, float_out.astype(np.float16).astype(np.float32))
 
 
 def test_a_buffer_without_a_type_of_its_own_refuses_float16():
