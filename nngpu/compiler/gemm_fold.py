@@ -8,7 +8,9 @@ and writer of each tensor. In each case a launch goes, and a tensor is never sto
   ADD's own activation, as its kernel computed them.
 - Any other elementwise float kernel that alone reads a GEMM's, a depthwise convolution's or a
   max pool's output, at its own element, runs as that producer stores (THEN: the kernel as a C
-  function, compiler/render_epilogue.py).
+  function, compiler/render_epilogue.py), the producer then storing the kernel's output as the
+  kernel did (a relaxed model's float16 temporary where the producer can store one; the value
+  the kernel reads is then the producer's float32 one, not its float16 rounding).
 - A kernel storing x[i] * s[i % K] that a GEMM alone reads as its A scales A's columns as the
   GEMM reads them (SCALE_A)."""
 from __future__ import annotations
@@ -74,8 +76,8 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
     for at, step in enumerate(steps):
         if not isinstance(step, KernelStep) or tensors.get(step.args[-1]) is None:
             continue
-        kernel = step.kernel
-        if kernel.out.storage != "float" or kernel.value.dtype != "float" or tensors[step.args[-1]].storage != "float":
+        kernel, stored = step.kernel, tensors[step.args[-1]].storage
+        if kernel.out.storage != stored or kernel.value.dtype != "float" or stored not in ("float", "half"):
             continue
         if any(isinstance(node, (Reduce, ReduceOut)) for node in walk(kernel.value)):
             continue
@@ -85,7 +87,8 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
                 continue
             producer = out[producer_at]
             row = _then_row(producer)
-            foldable = (row is not None and math.prod(tensors[y].shape) == kernel.size and len(readers.get(y, [])) == 1
+            foldable = (row is not None and (stored == "float" or _stores_half(producer, target))
+                        and math.prod(tensors[y].shape) == kernel.size and len(readers.get(y, [])) == 1
                         and y not in keep and y not in viewed and reads_only_own_element(kernel, y)
                         and all(len(writers.get(t, [])) <= 1 for t in producer.args[:-1]))
             if not foldable:
@@ -98,11 +101,11 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
             # at the kernel's place: the producer's inputs, written once and before it, are still there
             if isinstance(producer, GemmStep):
                 out[at] = replace(producer, args=args, then=then, folded=(kernel, y), ops=ops)
-            else:   # a template now stores the kernel's float32 output, not its own (float16 where relaxed)
+            else:   # a template now stores the kernel's output, of the kernel's storage, not its own
                 typed = output_type(producer.kind)
-                stored = (producer if typed is None
-                          else respecialise(target, producer, {**producer.defines, typed: "float"}))
-                out[at] = replace(stored, args=args, source=then + stored.source, ops=ops, then_row=None)
+                retyped = (producer if typed is None
+                           else respecialise(target, producer, {**producer.defines, typed: stored}))
+                out[at] = replace(retyped, args=args, source=then + retyped.source, ops=ops, then_row=None)
             out[producer_at] = None
             del tensors[y]
             break
@@ -152,6 +155,14 @@ def _column_scale(kernel: Kernel) -> tuple[int, int, int] | None:
             if period is not None:
                 return own.buffer.key, row.buffer.key, period
     return None
+
+
+def _stores_half(step: Step, target: Target) -> bool:
+    """Whether `step` can store a float16 output: a template with an output type, or a GEMM whose
+    epilogue stores one (its C's storage is bound as the segment holds it)."""
+    if isinstance(step, TemplateStep):
+        return output_type(step.kind) is not None
+    return isinstance(step, GemmStep) and target.gemm_half_output
 
 
 def _then_row(step: Step) -> int | None:

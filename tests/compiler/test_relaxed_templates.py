@@ -31,8 +31,8 @@ EXACT = ("depthwise-out", "max_pool-then")   # what these store is float32
 
 def _stem_to_head(relaxed: bool):
     """x [1, 16, 16, 3] -> a 3x3 convolution to 16 channels (RELU) -> t1; a 3x3 depthwise
-    convolution at stride 2 of t1 and a 2x2 max pool of it (siblings) -> ADD -> a bilinear resize to
-    16 x 16 -> a 3x3 depthwise convolution (RELU6): the output."""
+    convolution at stride 2 of t1 and a 2x2 max pool of it -> ADD -> a bilinear resize to 16 x 16
+    -> a 3x3 depthwise convolution (RELU6): the output."""
     rng = np.random.default_rng(7)
     b = ModelBuilder()
     ints = {v: b.constant(T.INT32, v) for v in (0, 1, 2, 3, 6, 16)}
@@ -61,16 +61,20 @@ def _stem_to_head(relaxed: bool):
 def test_the_templates_take_float16_temporaries():
     spec = lower_model(GraphRunner(_stem_to_head(relaxed=True)[0]), HALF_CPU)
     templates = {s.kind: s for s in spec.steps if isinstance(s, TemplateStep)}
-    assert set(templates) == {"conv", "depthwise", "resize_bilinear"}   # the pool folded into the depthwise
+    assert set(templates) == {"conv", "depthwise", "max_pool", "resize_bilinear"}
     assert templates["conv"].defines["OUT_T"] == "half" and templates["conv"].defines["X_T"] == "float"
-    strided = next(s for s in spec.steps if isinstance(s, TemplateStep) and "POOL_KH" in s.defines)
-    assert (strided.defines["X_T"], strided.defines["OUT_T"], strided.defines["POOLED_T"]) == ("half",) * 3
-    assert all(spec.tensors[t].storage == "half" for t in strided.args[:1] + strided.args[-2:])
+    # the strided depthwise convolution stores the ADD of its output and the pool's, folded in (THEN)
+    strided = next(s for s in spec.steps
+                   if isinstance(s, TemplateStep) and s.kind == "depthwise" and s.defines["SH"] == 2)
+    assert "#define THEN\n" in strided.source
+    assert (strided.defines["X_T"], strided.defines["OUT_T"]) == ("half",) * 2
+    assert all(spec.tensors[t].storage == "half" for t in strided.args[:1] + strided.args[-2:])   # x, the pool's, out
     assert (templates["resize_bilinear"].defines["X_T"], templates["resize_bilinear"].defines["OUT_T"]) == ("half",) * 2
     last = [s for s in spec.steps if isinstance(s, TemplateStep)][-1]
     assert (last.kind, last.defines["X_T"], last.defines["OUT_T"]) == ("depthwise", "half", "float")
     float_spec = lower_model(GraphRunner(_stem_to_head(relaxed=False)[0]), HALF_CPU)
     assert {s.defines.get("OUT_T") for s in float_spec.steps if isinstance(s, TemplateStep)} == {"float"}
+    assert len(float_spec.steps) == len(spec.steps)   # float16 storage folds what float32 does
 
 
 def test_a_chain_of_them_matches_float32_within_float16():
@@ -90,7 +94,7 @@ def _around(kind: str, relaxed: bool):
     itself) -> each result read by two ADD 0 -> two outputs, so the results are temporaries the
     template stores. With "depthwise-out" the convolution's result is the output (float32); with
     "max_pool-then" one ADD 0 reads it, folded into the template (THEN), which stores its float32
-    output."""
+    output; with "depthwise-then" one ADD 0 reads it too, folded, its result a temporary as above."""
     rng = np.random.default_rng(len(kind))
     b = ModelBuilder()
     ints = {v: b.constant(T.INT32, v) for v in (0, 1, 2, 3, 12)}
@@ -120,11 +124,15 @@ def _around(kind: str, relaxed: bool):
                                          [1, 12, 12, 16])],
         "depthwise-out": lambda: [depthwise(1, 9)],
         "max_pool-then": lambda: [max_pool()],
+        "depthwise-then": lambda: [depthwise(1, 9)],
     }[kind]()
     for r in results:
         if kind == "depthwise-out":
             b.output(r)
             continue
+        if kind == "depthwise-then":
+            r = b.op(Op.ADD, [r, b.constant(T.TENSOR_FLOAT32, np.zeros(1, np.float32)), ints[0]], T.TENSOR_FLOAT32,
+                     b.operands[r].dimensions)
         for _ in range(1 if kind == "max_pool-then" else 2):
             b.output(b.op(Op.ADD, [r, b.constant(T.TENSOR_FLOAT32, np.zeros(1, np.float32)), ints[0]],
                           T.TENSOR_FLOAT32, b.operands[r].dimensions))
@@ -134,7 +142,7 @@ def _around(kind: str, relaxed: bool):
 
 
 @pytest.mark.parametrize("kind", ["conv", "depthwise+pool", "max_pool", "resize_bilinear", "depthwise-out",
-                                  "max_pool-then"])
+                                  "max_pool-then", "depthwise-then"])
 def test_each_widens_its_input_and_rounds_its_output_to_nearest_even(kind):
     """Read from float16 values (exact), a template computes what it does on float32 ones, and
     stores that rounded to float16 as numpy rounds it (to nearest even)."""
@@ -152,6 +160,7 @@ def test_each_widens_its_input_and_rounds_its_output_to_nearest_even(kind):
         assert defines["X_T"] == ("float" if kind == "conv" else want_type)
         assert defines["OUT_T"] == ("float" if kind in EXACT else want_type)
         assert defines.get("POOLED_T", want_type) == want_type
+        assert ("#define THEN\n" in steps[0].source) == kind.endswith("-then")
     for relaxed_out, float_out in zip(got[True], got[False]):
         want = float_out if kind in EXACT else float_out.astype(np.float16).astype(np.float32)
         np.testing.assert_array_equal(relaxed_out, want)
