@@ -16,9 +16,10 @@
 // With SCALE_A, A's element (r, k) is multiplied by scale[k] as it is read: a kernel that
 // stored A = x * scale (a squeeze-and-excite block's channel gate) folded in
 // (compiler/gemm_fold.py), the same product, so the same bits.
-// The GPU kernels read A and B as AB_T and store C as C_T: float, or half (float16 matrices,
-// widened as they are read into local memory: a relaxed model's patch matrix and its weights
-// stored so; a float16 C rounded to nearest even as it is stored; the sums are float32 as ever).
+// The GPU kernels read A and B as AB_T and the scale as SCALE_T, and store C as C_T: float, or
+// half (float16 matrices widened as they are read into local memory: a relaxed model's patch
+// matrix and its weights stored so, its gate; a float16 C rounded to nearest even as it is
+// stored; the sums are float32 as ever).
 #include "vectors.h"
 #ifndef AB_T
 #define AB_T float
@@ -26,9 +27,12 @@
 #ifndef C_T
 #define C_T float
 #endif
+#ifndef SCALE_T
+#define SCALE_T float
+#endif
 #ifdef SCALE_A
-#define SCALE_PARAM , __global const float* restrict scale
-#define SCALED(v, k) ((v) * scale[k])
+#define SCALE_PARAM , __global const SCALE_T* restrict scale
+#define SCALED(v, k) ((v) * LOAD_AS(SCALE_T, k, scale))
 #define SCALED_VEC(v, k) ((v) * VLOAD(VW)(0, scale + (k)))
 #else
 #define SCALE_PARAM

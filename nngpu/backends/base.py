@@ -318,7 +318,7 @@ class Backend(ABC):
     def bind_gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None,
                   ldb: int | None = None, scale: Any = None, relaxed: bool = False,
-                  half: bool = False, half_c: bool = False) -> Callable[[], Any]:
+                  half: bool = False, half_c: bool = False, half_scale: bool = False) -> Callable[[], Any]:
         """The GEMM as a call without arguments; with epilogue (bias buffer, lo, hi) it stores
         clamp(C + bias, lo, hi), and with (bias, lo, hi, residual buffer, lo2, hi2)
         clamp(clamp(C + bias, lo, hi) + residual, lo2, hi2); with `then` (a folded kernel's
@@ -326,7 +326,8 @@ class Backend(ABC):
         whose target has gemm_epilogue is asked for. `ldb`: B's row stride where its rows are
         padded (a target's gemm_row_stride); `scale`: a buffer of K floats that multiply A's
         columns as they are read (asked for with gemm_epilogue too); `relaxed` and `half` as gemm's;
-        `half_c`: the epilogue stores a float16 C (asked only of a target with gemm_half_output)."""
+        `half_c`: the epilogue stores a float16 C (asked only of a target with gemm_half_output);
+        `half_scale`: the scale is float16 (asked only with `half`)."""
         if ldb is not None:
             raise NotImplementedError(f"the {self.name} backend's GEMM reads B with rows of N columns")
         if scale is not None:

@@ -362,7 +362,7 @@ class OpenCLBackend(Backend):
 
     def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
                    then: str | None = None, ldb: int | None = None, scale: bool = False,
-                   half: bool = False, half_c: bool = False) -> tuple[str, str, Grid]:
+                   half: bool = False, half_c: bool = False, half_scale: bool = False) -> tuple[str, str, Grid]:
         """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
         device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 64 columns
         (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide (1 by 4: nt_rows). On a GPU,
@@ -370,7 +370,7 @@ class OpenCLBackend(Backend):
         kernels add the bias and clamp as they store (and add a residual and clamp again, or
         pass the value to `then`, a folded kernel's function). With `ldb`, B's rows are padded to
         so many columns: the CPU kernel computes whole vectors of them and stores N. With `half`,
-        A and B are float16, with `half_c` C (the GPU kernels only)."""
+        A and B are float16, with `half_c` C, with `half_scale` the scale (the GPU kernels only)."""
         defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
         if ldb is not None:
             defines += f"#define LDB {ldb}\n"
@@ -378,10 +378,11 @@ class OpenCLBackend(Backend):
             defines += "#define SCALE_A\n"
         text = defines + (then or "") + kernel_template("gemm.cl")
         if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
-            text = "#define AB_T half\n" * half + "#define C_T half\n" * half_c + text
+            types = {"AB_T": half, "C_T": half_c, "SCALE_T": half_scale}
+            text = "".join(f"#define {name} half\n" for name, is_half in types.items() if is_half) + text
             tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
             return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
-        if half or half_c:
+        if half or half_c or half_scale:
             raise NotImplementedError("a CPU device's GEMM (kernels/gemm.cl nn_gemm_vec) takes float32 matrices")
         if b_transposed:
             rows = nt_rows(m)
@@ -401,10 +402,11 @@ class OpenCLBackend(Backend):
 
     def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False,
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None,
-                  scale=None, relaxed: bool = False, half: bool = False, half_c: bool = False):
+                  scale=None, relaxed: bool = False, half: bool = False, half_c: bool = False,
+                  half_scale: bool = False):
         # float32 sums, relaxed or not; `half`: float16 A and B, widened as the GPU kernels read them
         source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None,
-                                             half, half_c)
+                                             half, half_c, half_scale)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
         extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]

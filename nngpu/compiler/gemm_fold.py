@@ -133,14 +133,22 @@ def fold_column_scales(steps: list[Step], tensors: dict[int, TensorInfo], aliase
         x, gate, period = found
         gemm = out[gemm_at]
         if (gemm.scale_a or gemm.args[0] != y or y in gemm.args[1:] or gemm.k != period
-                or gemm.m * gemm.k != step.kernel.size
-                or not all(tensors.get(t) is not None and tensors[t].storage == "float" for t in (x, gate, y))):
+                or gemm.m * gemm.k != step.kernel.size or not _scalable(tensors, x, gate, y, gemm)):
             continue
         out[gemm_at] = replace(gemm, args=[x, *gemm.args[1:-1], gate, gemm.args[-1]], scale_a=True,
                                ops=sorted(gemm.ops + step.ops))
         out[at] = None
         del tensors[y]
     return [s for s in out if s is not None]
+
+
+def _scalable(tensors: dict[int, TensorInfo], x: int, gate: int, y: int, gemm: GemmStep) -> bool:
+    """Whether the GEMM can read x for its A, y, and the gate as its scale: x stored as y is (a
+    relaxed model's float16 temporaries read as float16 A), and a float16 gate only by a GEMM of
+    float16 matrices (a GPU's, kernels/gemm.cl SCALE_T)."""
+    if any(tensors.get(t) is None or tensors[t].storage not in ("float", "half") for t in (x, gate, y)):
+        return False
+    return tensors[x].storage == tensors[y].storage and (tensors[gate].storage == "float" or gemm.half)
 
 
 def _column_scale(kernel: Kernel) -> tuple[int, int, int] | None:

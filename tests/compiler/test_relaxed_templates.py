@@ -239,3 +239,43 @@ def test_a_buffer_without_a_type_of_its_own_refuses_float16():
     with pytest.raises(ValueError, match="column_sum"):
         element_types("column_sum", ["half", "float"])
     assert element_types("column_sum", ["float", "float"]) == {}
+
+
+def _excite_of_a_temporary(relaxed: bool):
+    """x -> ADD 0 -> t (a float16 temporary where relaxed) -> MUL(t, LOGISTIC(MEAN(t))) -> a 1x1
+    convolution (a GEMM reading the gated tensor: a squeeze-and-excite block's end)."""
+    rng = np.random.default_rng(9)
+    b = ModelBuilder()
+    zero = b.constant(T.INT32, 0)
+    x = b.input(T.TENSOR_FLOAT32, [1, 14, 14, 32])
+    t = b.op(Op.ADD, [x, b.constant(T.TENSOR_FLOAT32, np.zeros(1, np.float32)), zero], T.TENSOR_FLOAT32,
+             [1, 14, 14, 32])
+    mean = b.op(Op.MEAN, [t, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32,
+                [1, 1, 1, 32])
+    gate = b.op(Op.LOGISTIC, [mean], T.TENSOR_FLOAT32, [1, 1, 1, 32])
+    gated = b.op(Op.MUL, [t, gate, zero], T.TENSOR_FLOAT32, [1, 14, 14, 32])
+    w = (rng.standard_normal((48, 1, 1, 32)) * 0.3).astype(np.float32)
+    b.output(b.op(Op.CONV_2D, [gated, b.constant(T.TENSOR_FLOAT32, w),
+                               b.constant(T.TENSOR_FLOAT32, rng.standard_normal(48).astype(np.float32)),
+                               *(b.constant(T.INT32, v) for v in (2, 1, 1, 1))], T.TENSOR_FLOAT32, [1, 14, 14, 48]))
+    model = b.build()
+    model.relaxComputationFloat32toFloat16 = relaxed
+    return model, rng.standard_normal((1, 14, 14, 32)).astype(np.float32)
+
+
+def test_a_gpus_gemm_scales_float16_columns_by_a_float16_gate():
+    """The MUL by a squeeze-and-excite gate folds into the GEMM that reads it when relaxed too: the
+    GEMM reads the float16 temporary as A and the float16 gate as its scale (SCALE_T half)."""
+    backend = create("opencl")
+    backend.target = GPU_TARGET
+    got = {}
+    for relaxed in (True, False):
+        model, x = _excite_of_a_temporary(relaxed)
+        plan = device_plan(GraphRunner(model), backend)
+        got[relaxed] = np.asarray(plan.execute([x])[0])
+        spec = plan._last[0].spec
+        (gemm,) = [s for s in spec.steps if isinstance(s, GemmStep)]
+        assert gemm.scale_a and gemm.half == relaxed
+        assert [spec.tensors[t].storage for t in (gemm.args[0], gemm.args[-2])] == ["half" if relaxed else "float"] * 2
+    assert not np.array_equal(got[True], got[False])
+    np.testing.assert_allclose(got[True], got[False], rtol=5e-3, atol=5e-3 * float(np.abs(got[False]).max()))
