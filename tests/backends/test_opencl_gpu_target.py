@@ -1,8 +1,9 @@
 """The OpenCL GPU target's schedules run somewhere in CI: PoCL runs a plan lowered for a GPU
 (GEMMs tiled in local memory, B as [K, N] and transposed, with the bias-and-clamp epilogue, a
 folded consumer or A's columns scaled; the depthwise template with a folded consumer; a slice's
-statistic in a work-group; the driver's work-groups for the rest) and it matches the reference.
-How fast it runs on a CPU says nothing; that it is right does."""
+statistic in a work-group; the driver's work-groups for the rest) and it matches the reference;
+a relaxed MediaPipe model stores its temporaries as float16 there and matches float32 within
+float16's precision (with --full-cts). How fast it runs on a CPU says nothing; that it is right does."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -87,3 +88,35 @@ def test_a_plan_for_a_gpu_matches_the_reference(gpu_on_pocl, name):
         assert any(isinstance(s, GemmStep) and s.scale_a for s in steps)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=5e-5)
+
+
+def test_a_relaxed_mediapipe_model_stores_float16_and_folds_as_float32(gpu_on_pocl, request):
+    """The face detector relaxed on the GPU target: its temporaries float16 (half the bytes), as
+    many launches as float32 (every fold made), its outputs within float16's precision of them.
+    With --full-cts only: its kernels take PoCL 40 s to compile."""
+    if not request.config.getoption("--full-cts"):
+        pytest.skip("compiles the face detector twice for a GPU (40 s on PoCL): run with --full-cts")
+    from nngpu.modelutil import relaxed_model
+    from nngpu.session import random_inputs
+    from nngpu.tflite import load_tflite
+    from nngpu.tflite.models import find_model
+
+    path = find_model("face_detection_short_range")
+    if path is None:
+        pytest.skip("the face detector is not cached: run ci/fetch-models.sh")
+    imported = load_tflite(path)
+    inputs = random_inputs(imported.inputs, seed=0)
+    runs = {}
+    for relaxed in (False, True):
+        plan = device_plan(GraphRunner(as_model_1_3(relaxed_model(imported.model) if relaxed else imported.model)),
+                           gpu_on_pocl)
+        with np.errstate(all="ignore"):
+            outputs = [np.asarray(o) for o in plan.execute(list(inputs))]
+        (spec,) = [seg.spec for seg in plan._last]
+        temporaries = sum(t.nbytes for t in spec.tensors.values() if not t.pinned)
+        runs[relaxed] = outputs, spec, temporaries
+    (want, float_spec, float_bytes), (got, spec, half_bytes) = runs[False], runs[True]
+    assert len(spec.known.half) > 50 and half_bytes < 0.6 * float_bytes
+    assert len(spec.steps) == len(float_spec.steps)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=5e-3 * float(np.abs(w).max()))
