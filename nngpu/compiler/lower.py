@@ -121,7 +121,7 @@ class _Builder:
             b_transposed, ldb = False, (stride if stride != n else None)
         stored = self._output().buffer.storage
         if (epilogue is not None and self.low.target.gemm_epilogue
-                and (stored == "float" or stored == "half" and self.low.target.gemm_half_output)):
+                and (stored == "float" or (stored == "half" and self.low.target.gemm_half_output))):
             bias, bounds = epilogue
             out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
