@@ -12,8 +12,22 @@
 // and the matrix's element types, float or half: vectors.h's LOAD_AS). Launch: global =
 // N * OH * OW, 1-D; every index fits in 32 bits (checked at lowering).
 #include "vectors.h"
-// element j of the input from `src` into element i of the matrix from `dst`
-#define COPY(i, dst, j, src) STORE_AS(OUT_T, LOAD_AS(X_T, j, src), i, dst)
+// element j of the input from `src` into element i of the matrix from `dst`: its bits where the
+// two types are one (float16 to float16 unconverted: PoCL's unrolled software conversions took
+// seconds to compile), else converted (a float32 input's float16 matrix: rounded to nearest even)
+#define BITS_float uint
+#define BITS_half ushort
+#define COPY_float_float(i, dst, j, src) ((dst)[i] = (src)[j])
+#define COPY_half_half(i, dst, j, src) (((__global ushort*)(dst))[i] = ((const __global ushort*)(src))[j])
+#define COPY_float_half(i, dst, j, src) STORE_AS(half, LOAD_AS(float, j, src), i, dst)
+#define COPY_half_float(i, dst, j, src) STORE_AS(float, LOAD_AS(half, j, src), i, dst)
+#define COPY_(a, b) COPY_##a##_##b
+#define COPY_AS(a, b) COPY_(a, b)
+#define COPY(i, dst, j, src) COPY_AS(X_T, OUT_T)(i, dst, j, src)
+#define BITS_(t) BITS_##t
+#define BITS(t) BITS_(t)
+// element i of the matrix from `dst` 0 (+0.0: no bit set, either type)
+#define ZERO(i, dst) (((__global BITS(OUT_T)*)(dst))[i] = 0)
 
 __kernel void NAME(__global const X_T* restrict x, __global OUT_T* restrict out) {
     const int pixel = get_global_id(0);
@@ -38,7 +52,7 @@ __kernel void NAME(__global const X_T* restrict x, __global OUT_T* restrict out)
                 if (inside)
                     COPY((ky * KW + kx) * C + c, dst, c, src);
                 else
-                    STORE_AS(OUT_T, 0.0f, (ky * KW + kx) * C + c, dst);
+                    ZERO((ky * KW + kx) * C + c, dst);
             }
         }
     }
