@@ -1,9 +1,11 @@
-"""The hand-written OpenCL templates read and write a relaxed model's float16 temporaries
+"""The hand-written OpenCL kernels read and write a relaxed model's float16 temporaries
 (kernels/vectors.h VLOAD_AS, compiler/library.py ELEMENT_TYPES): the direct convolution of a
-stem, the depthwise convolution (with a sibling max pool folded in), the max pool and the bilinear
-resize take float16 inputs and outputs where a target stores temporaries so (forced here on the
-CPU device's target). Each widens what it reads and computes float32, the bits it computes from
-the same values stored float32, and rounds what it stores to nearest even; a chain of them
+stem, the depthwise convolution (with a sibling max pool folded in), the max pool, the bilinear
+resize and im2col take float16 inputs and outputs where a target stores temporaries so (forced
+here on the CPU device's target; the GPU's stores them so itself), and a GPU's tiled GEMM reads
+float16 A, B and scale and stores a float16 C (kernels/gemm.cl AB_T, SCALE_T, C_T). Each widens
+what it reads and computes float32, the bits it computes from the same values stored float32,
+and rounds what it stores to nearest even; kernels fold into them as for float32; a chain of them
 matches float32 within float16's precision; a template buffer with no type of its own refuses
 float16."""
 from __future__ import annotations
