@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..ir.expr import Binary, Const, Expr, Load, Reduce, ReduceOut, Select, walk
 from ..ir.kernel import Kernel
+from ..ir.storage import FLOAT32_STORAGES
 from ..ir.vectorize import row_period
 from .library import output_type, respecialise
 from .render_epilogue import reads_only_own_element, render_then
@@ -77,7 +78,7 @@ def fold_elementwise_consumers(steps: list[Step], tensors: dict[int, TensorInfo]
         if not isinstance(step, KernelStep) or tensors.get(step.args[-1]) is None:
             continue
         kernel, stored = step.kernel, tensors[step.args[-1]].storage
-        if kernel.out.storage != stored or kernel.value.dtype != "float" or stored not in ("float", "half"):
+        if kernel.out.storage != stored or kernel.value.dtype != "float" or stored not in FLOAT32_STORAGES:
             continue
         if any(isinstance(node, (Reduce, ReduceOut)) for node in walk(kernel.value)):
             continue
@@ -146,7 +147,7 @@ def _scalable(tensors: dict[int, TensorInfo], x: int, gate: int, y: int, gemm: G
     """Whether the GEMM can read x for its A, y, and the gate as its scale: x stored as y is (a
     relaxed model's float16 temporaries read as float16 A), and a float16 gate only by a GEMM of
     float16 matrices (a GPU's, kernels/gemm.cl SCALE_T)."""
-    if any(tensors.get(t) is None or tensors[t].storage not in ("float", "half") for t in (x, gate, y)):
+    if any(tensors.get(t) is None or tensors[t].storage not in FLOAT32_STORAGES for t in (x, gate, y)):
         return False
     return tensors[x].storage == tensors[y].storage and (tensors[gate].storage == "float" or gemm.half)
 

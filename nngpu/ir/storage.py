@@ -14,6 +14,10 @@ STORAGE_DTYPE = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "i
                  "bool8": np.dtype(np.bool_), "u8": np.dtype(np.uint8), "i8": np.dtype(np.int8),
                  "i16": np.dtype(np.int16), "u16": np.dtype(np.uint16)}
 
+# The storages of a float32 value: float32, or float16 where a relaxed model's temporary is stored
+# so (compiler/relaxed_storage.py), which a template or a fold then takes as its element type
+FLOAT32_STORAGES = frozenset({"float", "half"})
+
 _RAISE = object()
 
 

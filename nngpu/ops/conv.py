@@ -12,6 +12,7 @@ import numpy as np
 
 from ..hal.types import OperationType as Op
 from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Loop, Reduce, Stored, Tensor, Var
+from ..ir.storage import FLOAT32_STORAGES
 from ..ir.window import Image, inside, tap_col, tap_row, window
 from .lib.conv_common import (
     BOOL,
@@ -43,8 +44,7 @@ from .lib.conv_kernels import (
     quant_forward,
 )
 from .lib.conv_params import ConvParams, conv_params, depthwise_params, grouped_params, make_validate
-from .lib.device import (QUANT8, TEMPLATE_STORAGES, activation, activation_defines, channel_lanes, floats,
-                         gemm_epilogue, largest_divisor)
+from .lib.device import QUANT8, activation, activation_defines, channel_lanes, floats, gemm_epilogue, largest_divisor
 from .lib.dtypes import dtype_of
 from .node import OpNode
 from .registry import HalVersion, Kernel, OpContext, OpError, OpSpec, Pattern, register
@@ -256,7 +256,7 @@ def _depthwise_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | Non
     vw = channel_lanes(g.cout, narrowest=2)
     if (p.nchw or p.multiplier != 1 or vw is None or node.in_operand(0).type != F32
             or not all(isinstance(t, BufferTensor) for t in (x, f, b)) or f.buffer.storage != "float"
-            or b.buffer.storage != "float" or not {x.buffer.storage, node.out_storage(0)} <= TEMPLATE_STORAGES
+            or b.buffer.storage != "float" or not {x.buffer.storage, node.out_storage(0)} <= FLOAT32_STORAGES
             or max(g.n * g.h * g.w, g.n * g.oh * g.ow) * g.cout >= 2 ** 31 or not node.has_library("depthwise")):
         return None
     pix = depthwise_pixels(g.ow, vw)
@@ -279,7 +279,7 @@ def _conv_library(node: OpNode, ins: list, g: ConvGeometry) -> Stored | None:
     vw = channel_lanes(g.cout)
     if (g.groups != 1 or g.oh * g.ow < ROW_PIXELS or g.cin > DIRECT_MAX_CIN or g.kh * g.kw > DIRECT_MAX_TAPS
             or vw is None or not all(isinstance(t, BufferTensor) for t in (x, b)) or b.buffer.storage != "float"
-            or not {x.buffer.storage, node.out_storage(0)} <= TEMPLATE_STORAGES
+            or not {x.buffer.storage, node.out_storage(0)} <= FLOAT32_STORAGES
             or max(g.n * g.h * g.w * g.cin, g.n * g.oh * g.ow * g.cout) >= 2 ** 31 or not node.has_library("conv")):
         return None
     # [Cout, KH, KW, Cin] -> [KH, KW, Cin, Cout]: a tap's output channels contiguous
@@ -332,7 +332,7 @@ def _im2col_library(node: OpNode, x: Tensor, g: ConvGeometry, m: int, k: int) ->
     """The patch matrix by the target's im2col kernel (a work-item per row of it), for a stored
     float input whose indices fit in 32 bits (float16 where the input is a relaxed temporary, or
     where the target stores those so); None where it does not apply."""
-    if (not isinstance(x, BufferTensor) or x.buffer.storage not in TEMPLATE_STORAGES or not node.has_library("im2col")
+    if (not isinstance(x, BufferTensor) or x.buffer.storage not in FLOAT32_STORAGES or not node.has_library("im2col")
             or max(m * k, g.n * g.h * g.w * g.cin) >= 2 ** 31):
         return None
     win = g.win

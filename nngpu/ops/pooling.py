@@ -13,6 +13,7 @@ import numpy as np
 
 from ..hal.types import OperationType as Op
 from ..ir import Acc, BufferTensor, Compute, Const, Coords, Expr, Reduce, Stored, Tensor, clamp, fn
+from ..ir.storage import FLOAT32_STORAGES
 from ..ir.window import Image, window
 from .lib.conv_common import (
     BOOL,
@@ -43,8 +44,8 @@ from .lib.conv_common import (
     window_valid_mask,
     window_view,
 )
-from .lib.device import (QUANT8, TEMPLATE_STORAGES, activation, activation_defines, channel_lanes, floats,
-                         largest_divisor, types_in)
+from .lib.device import (QUANT8, activation, activation_defines, channel_lanes, floats, largest_divisor,
+                         types_in)
 from .lib.dtypes import quant_range
 from .lib.quant import activation_range_quant
 from .lib.reduce_device import extreme
@@ -226,7 +227,7 @@ def _max_pool_library(node: OpNode, x: Tensor) -> Stored | None:
     p, src, win, oh, ow = _geometry(node)
     vw = channel_lanes(src.c, narrowest=2)
     if (p.nchw or vw is None or node.in_operand(0).type != F32 or not isinstance(x, BufferTensor)
-            or not {x.buffer.storage, node.out_storage(0)} <= TEMPLATE_STORAGES
+            or not {x.buffer.storage, node.out_storage(0)} <= FLOAT32_STORAGES
             or max(src.h * src.w, oh * ow) * src.n * src.c >= 2 ** 31
             or not node.has_library("max_pool")):
         return None

@@ -22,8 +22,9 @@ import numpy as np
 from ..hal.types import OperandType as T
 from ..hal.types import OperationType as Op
 from ..ir import BufferTensor, Compute, Expr, Stored, clamp, fn
+from ..ir.storage import FLOAT32_STORAGES
 from ..ir.window import Image
-from .lib.device import COPYABLE, FLOATS, TEMPLATE_STORAGES, channel_lanes, types_in
+from .lib.device import COPYABLE, FLOATS, channel_lanes, types_in
 from .lib.dtypes import quant_range
 from .lib.layout import QUANT8, V, from_nhwc, layout_dims, nhwc_dims, rules, to_nhwc
 from .lib.reduce_device import mul_rn
@@ -235,7 +236,7 @@ def _bilinear_library(node: OpNode, x, tables: list) -> Stored | None:
     channels 4 divides; None where it does not apply."""
     p, (n, h, w, c) = node.params, node.in_shape(0)
     if (p.nchw or node.in_operand(0).type != T.TENSOR_FLOAT32 or c % 4 or not isinstance(x, BufferTensor)
-            or not {x.buffer.storage, node.out_storage(0)} <= TEMPLATE_STORAGES
+            or not {x.buffer.storage, node.out_storage(0)} <= FLOAT32_STORAGES
             or max(n * h * w * c, n * p.out_h * p.out_w * c) >= 2 ** 31
             or not node.has_library("resize_bilinear")):
         return None

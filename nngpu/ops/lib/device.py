@@ -18,9 +18,6 @@ FLOATS = frozenset({T.TENSOR_FLOAT32, T.TENSOR_FLOAT16})
 QUANT8 = frozenset({T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED})
 # Types a data-movement kernel copies as stored (quantized ones keep their scale and zero point).
 COPYABLE = FLOATS | QUANT8 | {T.TENSOR_INT32, T.TENSOR_BOOL8}
-# How a float32 operand may be stored where a hand-written template reads or writes it: as float32,
-# or as float16 where a relaxed model's temporary is stored so (compiler/library.py ELEMENT_TYPES)
-TEMPLATE_STORAGES = frozenset({"float", "half"})
 
 
 def floats(*positions: int) -> Callable[[OpNode], bool]:
