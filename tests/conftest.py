@@ -1,6 +1,6 @@
 """Shared fixtures: the bundled corpus, the --full-cts switch, a numpy device, and `cpu_loops`,
 which runs a test once with the compiled CPU loops (ops/lib/jit.py, skipped where Numba is not
-installed) and once with the numpy passes they replace."""
+installed) and once with the numpy passes they replace. OpenCL compiler warnings are errors."""
 from __future__ import annotations
 
 import os
@@ -20,6 +20,13 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running checks, selected by --full-cts")
+    try:
+        import pyopencl  # noqa: F401
+    except ImportError:
+        return
+    # A kernel the OpenCL compiler has something to say about fails its test (a prepare then
+    # reports GENERAL_FAILURE naming the warning), rather than passing with the message unread.
+    config.addinivalue_line("filterwarnings", "error::pyopencl.CompilerWarning")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -285,6 +285,9 @@ def binary(op: str, a, b) -> Expr:
         return _fold_logical(op, a, b)
     if op in _COMPARE and isinstance(a, Const) and isinstance(b, Const):
         return Const(_COMPARE_FOLD[op](a.value, b.value), "bool")
+    if op in _COMPARE and a.dtype != "float" and same_value(a, b):
+        # an integer equals itself (a float may be NaN); C compilers warn at x >= x
+        return Const(op in ("<=", ">=", "=="), "bool")
     dtype = "bool" if op in _COMPARE else _promote(a.dtype, b.dtype)
     if op in ("<<", ">>"):
         dtype = a.dtype
@@ -293,6 +296,25 @@ def binary(op: str, a, b) -> Expr:
         if folded is not None:
             return folded
     return Binary(op, a, b, dtype)
+
+
+def same_value(a: Expr, b: Expr) -> bool:
+    """Whether `a` and `b` compute the same value in every thread: one node, equal constants, or
+    loads of one element of one tensor (a kernel never writes what it reads) and operators over
+    the same values."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or a.dtype != b.dtype:
+        return False
+    if isinstance(a, Const):
+        return a.value == b.value
+    if isinstance(a, Load):
+        return a.buffer.key == b.buffer.key and same_value(a.index, b.index)   # one key: one parameter
+    if isinstance(a, (Unary, Binary)):
+        return a.op == b.op and all(same_value(x, y) for x, y in zip(a.children(), b.children()))
+    if isinstance(a, (Cast, Select)):
+        return all(same_value(x, y) for x, y in zip(a.children(), b.children()))
+    return False   # variables of loops, reductions, helper calls: only the node itself
 
 
 def _fold_logical(op: str, a: Expr, b: Expr) -> Expr:
