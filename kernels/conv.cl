@@ -12,8 +12,10 @@
 // activation clamps, and X_T / OUT_T, the input's and output's element types (float or half:
 // vectors.h's LOAD_AS); the filter comes packed as [KH, KW, CIN, C]. The bias starts each sum and
 // the taps follow in (ky, kx, ic) order, as the generated kernel does; the clamp compares, so NaN
-// stays NaN. The taps are unrolled (the compiler takes the template only where KH * KW * CIN is
-// small), and a strip of windows wholly inside the image takes them without a bounds test each.
+// stays NaN. A row's taps are unrolled (the compiler takes the template only where KH * KW * CIN
+// is small), the rows are a loop (as in depthwise.cl: PoCL compiled palm detection's 5x5 stem
+// for 7.5 s at its first launch with them unrolled too, 0.8 s so), and a strip of windows wholly
+// inside the image takes them without a bounds test each.
 // With THEN, each vector it would store goes through nn_then_vVW first, defined before this
 // text: the one elementwise kernel that read this layer's output, folded in
 // (compiler/gemm_fold.py), its other buffers before `out` (THEN_PARAMS).
@@ -44,12 +46,12 @@ __kernel void NAME(__global const X_T* restrict x, __global const float* restric
     STRIP_BIAS(acc);
     if (STRIP_INSIDE) {
         const __global X_T* origin = x + ((n * H + iy0) * W + ix0) * CIN;   // its first window's first tap
-        UNROLL for (int ky = 0; ky < KH; ++ky)
+        for (int ky = 0; ky < KH; ++ky)
             UNROLL for (int kx = 0; kx < KW; ++kx)
                 UNROLL for (int ic = 0; ic < CIN; ++ic)
                     TAP(ky, kx, ic, origin, (ky * DH * W + p * SW + kx * DW) * CIN + ic, true);
     } else {
-        UNROLL for (int ky = 0; ky < KH; ++ky) {
+        for (int ky = 0; ky < KH; ++ky) {
             const int iy = iy0 + ky * DH;
             UNROLL for (int kx = 0; kx < KW; ++kx)
                 UNROLL for (int ic = 0; ic < CIN; ++ic)

@@ -10,9 +10,11 @@
 // top, left), LO / HI where a fused activation clamps, and X_T / OUT_T, the input's and output's
 // element types (float or half: vectors.h's VLOAD_AS). The bias starts each sum and the taps
 // follow in (ky, kx) order, as the generated kernel does; the clamp compares, so NaN stays NaN.
-// The taps are unrolled (KH and KW are constants; PoCL unrolls no loop itself), and a strip of
-// windows wholly inside the image takes them without a bounds test each: on PoCL 1.6-2x faster,
-// a 112x112x32 layer as fast as a copy of its input.
+// A row's taps are unrolled (KW and PIX are constants; PoCL unrolls no loop itself), the rows
+// are a loop: unrolled too, PoCL's compile at a layer's first launch took 4x as long (palm
+// detection's 5x5 layers 2.2 s each, its first execution 58 s cold; now 0.6 s and 18 s) for no
+// measured gain. A strip of windows wholly inside the image takes its taps without a bounds test
+// each: on PoCL 1.6-2x faster, a 112x112x32 layer as fast as a copy of its input.
 // With THEN, the vector it would store goes through nn_then_vVW first, defined before this text:
 // the one elementwise kernel that read this layer's output, folded in (compiler/gemm_fold.py),
 // its other buffers before `out` (THEN_PARAMS).
@@ -57,7 +59,7 @@ inline void depthwise_strip(__global const X_T* restrict x, __global const float
     if (STRIP_INSIDE) {
         // the strip's first window's first tap
         const __global X_T* origin = x + ((n * H + iy0) * W + ix0) * C + c;
-        UNROLL for (int ky = 0; ky < KH; ++ky)
+        for (int ky = 0; ky < KH; ++ky)
             UNROLL for (int kx = 0; kx < KW; ++kx) {
                 const VEC(VW) f = FILTER(ky, kx);
                 UNROLL for (int p = 0; p < PIX; ++p) {
@@ -67,7 +69,7 @@ inline void depthwise_strip(__global const X_T* restrict x, __global const float
                 }
             }
     } else {
-        UNROLL for (int ky = 0; ky < KH; ++ky) {
+        for (int ky = 0; ky < KH; ++ky) {
             const int iy = iy0 + ky * DH;
             UNROLL for (int kx = 0; kx < KW; ++kx) {
                 const VEC(VW) f = FILTER(ky, kx);
