@@ -298,23 +298,29 @@ def binary(op: str, a, b) -> Expr:
     return Binary(op, a, b, dtype)
 
 
-def same_value(a: Expr, b: Expr) -> bool:
+def same_value(a: Expr, b: Expr, _seen: dict[tuple[int, int], bool] | None = None) -> bool:
     """Whether `a` and `b` compute the same value in every thread: one node, equal constants, or
     loads of one element of one tensor (a kernel never writes what it reads) and operators over
-    the same values."""
+    the same values. Each pair of nodes is compared once (`_seen`), so shared subexpressions cost
+    no more than a tree's walk."""
     if a is b:
         return True
     if type(a) is not type(b) or a.dtype != b.dtype:
         return False
     if isinstance(a, Const):
         return a.value == b.value
-    if isinstance(a, Load):
-        return a.buffer.key == b.buffer.key and same_value(a.index, b.index)   # one key: one parameter
-    if isinstance(a, (Unary, Binary)):
-        return a.op == b.op and all(same_value(x, y) for x, y in zip(a.children(), b.children()))
-    if isinstance(a, (Cast, Select)):
-        return all(same_value(x, y) for x, y in zip(a.children(), b.children()))
-    return False   # variables of loops, reductions, helper calls: only the node itself
+    seen = {} if _seen is None else _seen
+    if (id(a), id(b)) not in seen:
+        seen[id(a), id(b)] = False   # while comparing: a DAG has no cycle, so never read then
+        if isinstance(a, Load):   # one key: one parameter
+            same = a.buffer.key == b.buffer.key and same_value(a.index, b.index, seen)
+        elif isinstance(a, (Unary, Binary, Cast, Select)):
+            same = getattr(a, "op", None) == getattr(b, "op", None) and all(
+                same_value(x, y, seen) for x, y in zip(a.children(), b.children()))
+        else:
+            same = False   # variables of loops, reductions, helper calls: only the node itself
+        seen[id(a), id(b)] = same
+    return seen[id(a), id(b)]
 
 
 def _fold_logical(op: str, a: Expr, b: Expr) -> Expr:

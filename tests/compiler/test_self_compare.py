@@ -85,3 +85,13 @@ def test_pocl_compiles_every_kernel_without_a_diagnostic() -> None:
         program = backend.cl.Program(backend.context, source).build([*backend.OPTIONS, nonce], cache_dir=False)
         log = program.get_build_info(backend.device, backend.cl.program_build_info.LOG).strip()
         assert not log, f"{log}\n{source}"
+
+
+def test_shared_subexpressions_are_compared_once() -> None:
+    """Two copies of a DAG in which each level uses the one below twice: 2^60 paths, 60 pairs."""
+    ints, i = Buffer(0, "int"), Var("i")
+    a, b = Load(ints, i), Load(ints, i)
+    for _ in range(60):
+        a, b = a * a + a, b * b + b
+    assert isinstance(binary(">=", a, b), Const)
+    assert isinstance(binary(">=", a, b + 1), Binary)
