@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not ins
 pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
 
 from .common import show_summary  # noqa: E402
-from .test_bench_tflite import BACKENDS, NAMES, _path  # noqa: E402
+from .test_bench_tflite import BACKENDS, NAMES, model_path  # noqa: E402
 
 ROUNDS = int(os.environ.get("NNGPU_BENCH_ROUNDS", "1"))
 DEVICES = [b for b in BACKENDS if b != "numpy"]
@@ -59,7 +60,7 @@ def cold_table(request):
     lines = ["", "A fresh process with empty kernel caches (median s over its rounds): TFLite's load + first "
              "invoke | nngpu's prepare, first and second execution, (prepare + first) / TFLite:"]
     for (name, backend), runs in sorted(RESULTS.items()):
-        med = {k: sorted(r[k] for r in runs)[len(runs) // 2] for k in runs[0]}
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         lines.append(f"  {name:28s} {backend:7s} TFLite {med['tflite']:6.3f} | prepare {med['prepare']:6.2f}  "
                      f"first {med['first']:6.2f}  second {med['second']:7.4f}  = "
                      f"{(med['prepare'] + med['first']) / med['tflite']:7.0f}x")
@@ -69,7 +70,7 @@ def cold_table(request):
 @pytest.mark.parametrize("backend", DEVICES)
 @pytest.mark.parametrize("name", NAMES)
 def test_cold_start(benchmark, name, backend, tmp_path):
-    path = _path(name)
+    path = model_path(name)
     runs: list[dict] = []
 
     def cold() -> None:

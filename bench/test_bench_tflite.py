@@ -77,13 +77,14 @@ def ratio_table(request):
     show_summary(request, lines)
 
 
-def _path(name: str) -> Path:
+def model_path(name: str) -> Path:
+    """The file of NAMES' model `name` (a skip where it is missing)."""
     return zoo_model(name[4:]) if name.startswith("zoo:") else mediapipe_model(name)
 
 
 def loaded(name: str) -> tuple:
     """(name, path, imported model, its fixed-seed inputs); a skip where the model is missing."""
-    path = _path(name)
+    path = model_path(name)
     imported = load_tflite(path)
     return name, path, imported, random_inputs(imported.inputs, seed=0)
 

@@ -71,7 +71,7 @@ def run(args) -> int:
                 bt = (" B transposed" if step.b_transposed else "") + (f" ldb={step.ldb}" if step.ldb else "")
                 bt += (" + residual" if step.residual else "") + (" A scaled" if step.scale_a else "")
                 bt += " float16 A and B" if step.half else " relaxed" if step.relaxed else ""
-                bt += " float16 C" if seg.tensors[step.args[-1]].storage == "half" else ""
+                bt += " float16 C" if step.half_storages(seg.tensors)[0] else ""
                 if step.then:   # the folded kernel's function, beside the kernels
                     bt += " + then"
                     (out / f"{n:03d}_gemm_then{target.suffix}").write_text(step.then)

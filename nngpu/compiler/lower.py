@@ -119,11 +119,11 @@ class _Builder:
             self.constants[key] = packed
             self.temps[key] = TensorInfo((k, stride), self.temps[key].storage, pinned=True)
             b_transposed, ldb = False, (stride if stride != n else None)
-        stored = self._output().buffer.storage
+        out = self._output()
+        stored = out.buffer.storage
         if (epilogue is not None and self.low.target.gemm_epilogue
                 and (stored == "float" or (stored == "half" and self.low.target.gemm_half_output))):
             bias, bounds = epilogue
-            out = self._output()
             args = [a.buffer.key, b.buffer.key, bias.buffer.key, out.buffer.key]
             self.steps.append(GemmStep(args, m, n, k, [self.op], b_transposed, bounds, ldb=ldb, relaxed=relaxed,
                                        half=half))

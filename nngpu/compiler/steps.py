@@ -106,11 +106,17 @@ class GemmStep:
     ldb: int | None = None      # B's row stride where its rows are padded past n (Target.gemm_row_stride)
     scale_a: bool = False       # A's element (r, k) is multiplied by S[k] as it is read: S is the last arg before C
     relaxed: bool = False       # the model allows float16 range and precision (Backend.gemm)
-    half: bool = False          # A and B are float16 (Target.gemm_half_inputs), C float32
+    half: bool = False          # A and B are float16 (Target.gemm_half_inputs); C: half_storages
 
     @property
     def tensors(self) -> list[int]:
         return self.args
+
+    def half_storages(self, tensors: dict[int, "TensorInfo"]) -> tuple[bool, bool]:
+        """Whether C, and the scale, are float16 as `tensors` (a segment's) store them: asked at
+        binding, since a fold may have made C another operation's output, and the scale is a fold's."""
+        scale, c = (tensors[t].storage == "half" for t in self.args[-2:])
+        return c, self.scale_a and scale
 
     @property
     def written(self) -> list[int]:

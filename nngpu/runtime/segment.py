@@ -142,11 +142,7 @@ class Segment:
             if step.residual is not None:
                 epilogue += (extra[1], *step.residual)
             then = None if step.then is None else (step.then, extra[1:])
-            # C's and the scale's storage as the segment holds them: a fold may have made C another
-            # operation's output, and the scale is a fold's
-            tensors = self.spec.tensors
-            half_c = tensors[step.args[-1]].storage == "half"
-            half_scale = step.scale_a and tensors[step.args[-2]].storage == "half"
+            half_c, half_scale = step.half_storages(self.spec.tensors)
             return DeviceCall(backend, backend.bind_gemm(a, w, c, step.m, step.n, step.k, step.b_transposed,
                                                          epilogue, then, step.ldb, scale, step.relaxed, step.half,
                                                          half_c, half_scale))

@@ -18,7 +18,9 @@ from nngpu.modelutil import as_model_1_3
 from nngpu.runtime.interpreter import GraphRunner
 
 COMPARES = {"<": False, "<=": True, ">": False, ">=": True, "==": True, "!=": False}
-OPS = ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL")
+# each comparison operation and numpy's, the reference
+OPS = {"LESS": np.less, "LESS_EQUAL": np.less_equal, "GREATER": np.greater, "GREATER_EQUAL": np.greater_equal,
+       "EQUAL": np.equal, "NOT_EQUAL": np.not_equal}
 
 
 @pytest.mark.parametrize("op", COMPARES)
@@ -40,8 +42,8 @@ def test_an_integer_compared_with_itself_is_its_constant(op: str) -> None:
 
 
 def _model() -> nngpu.ModelBuilder:
-    """Each comparison of an ARGMAX result with itself (one fused value, as in the fuzz's graph)
-    and of a float input with itself."""
+    """Each comparison of an int32 ARGMAX result with itself (the kernel loads it twice: two
+    loads of one element) and of a float input with itself."""
     b = nngpu.ModelBuilder()
     x = b.input("x", np.float32, [5, 4])
     index = b.op("ARGMAX", x, 0)
@@ -54,9 +56,7 @@ def _model() -> nngpu.ModelBuilder:
 def _reference(x: np.ndarray) -> dict[str, np.ndarray]:
     index = np.argmax(x, axis=0).astype(np.int32)
     out = {}
-    for op, cmp in zip(OPS, COMPARES):
-        fn = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-              "==": np.equal, "!=": np.not_equal}[cmp]
+    for op, fn in OPS.items():
         out[f"i_{op}"], out[f"f_{op}"] = fn(index, index), fn(x, x)
     return out
 
