@@ -3,7 +3,7 @@
 # and TFLite extras and ai-edge-litert; run the CUDA graph / NVRTC / GEMM tests, the MediaPipe
 # models on CUDA against TFLite (correctness), the IBuffer tests on CUDA, the CUDA conformance
 # sweep, graph replay against step-by-step launching, the latency against TFLite and, per model,
-# the CUDA latency and launches per execution, float32 and relaxed (cuBLAS taking float16 inputs);
+# the CUDA latency and launches per execution, float32 and relaxed (float16 temporaries and GEMMs);
 # print one summary table. Every step has a time limit and all of them together fit in BUDGET seconds
 # (default 540: 9 minutes). Logs go to $OUT (default ./gpu-check-out).
 #

@@ -14,13 +14,17 @@ from ..hal.types import DeviceType
 from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, cache_key
 from .cublas_gemm import GEMM_DEFAULT, R_32F, check_bounds, row_major_gemm
+from .cuda_tiled_gemm import TiledGemmBinding
 
 BLOCK = 256   # threads a block: every generated kernel declares it (__launch_bounds__)
 _ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)   # GemmEx's alpha and beta, read on the host
 
 # The hardware's conversions (one cvt instruction each, round to nearest even) on the device; the
-# same arithmetic in software where the source is compiled for the host (tests/cuda_host).
+# same arithmetic in software where the source is compiled for the host (tests/cuda_host). Guarded:
+# a GEMM's unit holds it, and so may the folded kernel it calls (backends/cuda_tiled_gemm.py).
 _CUDA_HALF = r"""
+#ifndef NN_CUDA_HALF
+#define NN_CUDA_HALF
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ float nn_half_to_float(unsigned short h) {
     float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -54,6 +58,7 @@ __device__ __forceinline__ unsigned short nn_float_to_half(float f) {
     if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;                      /* round to nearest even */
     return (unsigned short)(sign | r);
 }
+#endif
 #endif"""
 
 
@@ -90,11 +95,13 @@ class CUDARenderer(CStyleRenderer):
         return super().store(ptr, storage, index, value)
 
 
-# cuBLAS is a call with an epilogue kernel after it: a convolution is a GEMM from 2^21 multiply-adds
-# (unmeasured on a GPU so far).
+# A convolution is a GEMM from 2^21 multiply-adds (unmeasured on a GPU so far). A GEMM with an
+# epilogue (a bias and activation, a residual, a folded kernel, a float16 C) is kernels/gemm.cu's,
+# C stored once (cuda_tiled_gemm.py); a bare one is cuBLAS's.
 # A slice's statistic (softmax's maximum and sum, a mean) takes a block of BLOCK threads.
 TARGET = Target("cuda", CUDARenderer(), ".cu", Schedule(group=BLOCK, declare_group=True, reduce_group=BLOCK),
-                gemm_min_work=1 << 21, relaxed_storage=True, gemm_half_inputs=True)
+                gemm_epilogue=True, gemm_min_work=1 << 21, relaxed_storage=True, gemm_half_inputs=True,
+                gemm_half_output=True)
 
 
 # With a ROCm build of CuPy there is no sm_XX to compile for, no cubin and no stream capture:
@@ -174,7 +181,7 @@ def _on_device(method):
     return run
 
 
-class CudaBackend(Backend):
+class CudaBackend(TiledGemmBinding, Backend):
     name = "cuda"
     target = TARGET
     device_type = DeviceType.GPU
@@ -235,7 +242,8 @@ class CudaBackend(Backend):
 
     def relaxed_precision(self) -> str:
         return ("float32 temporaries are stored as float16 (half the memory traffic) and the generated kernels "
-                "compute float32 from them; cuBLAS's GEMMs multiply float16 inputs (tensor cores) and sum in float32")
+                "compute float32 from them; the GEMMs multiply float16 temporaries by weights stored float16 and sum "
+                "in float32 (a bare GEMM's cuBLAS call takes float16 inputs, on tensor cores)")
 
     def cache_identity(self) -> str:
         return self.arch

@@ -147,15 +147,16 @@ def test_the_lowering_stores_them_as_float16_and_reads_them_as_such():
 
 def test_on_cuda_the_gemms_multiply_float16_matrices():
     """The CUDA target stores relaxed temporaries as float16 and its GEMM takes them as they are:
-    each convolution's patch matrix is float16, its weights are stored so, C stays float32."""
-    assert CUDA.relaxed_storage and CUDA.gemm_half_inputs
+    each convolution's patch matrix is float16, its weights are stored so, and its epilogue
+    stores the convolution's output, a float16 temporary, once (kernels/gemm.cu C_T)."""
+    assert CUDA.relaxed_storage and CUDA.gemm_half_inputs and CUDA.gemm_half_output
     model, _ = conv_chain(relaxed=True)
     spec = lower_model(GraphRunner(model), CUDA)
     gemms = [s for s in spec.steps if isinstance(s, GemmStep)]
-    assert len(gemms) == 3 and all(g.half and g.relaxed for g in gemms)
+    assert len(gemms) == 3 and all(g.half and g.relaxed and g.bounds for g in gemms)
     for g in gemms:
-        a, b, c = (spec.tensors[t].storage for t in g.args)
-        assert (a, b, c) == ("half", "half", "float")
+        a, b, bias, c = (spec.tensors[t].storage for t in g.args)
+        assert (a, b, bias, c) == ("half", "half", "float", "half")
         assert spec.constants[g.args[1]].dtype == np.float16
     assert not any(isinstance(s, KernelStep) and "gemm_a" in s.name for s in spec.steps)   # no float32 copies
     float_gemms = [s for s in lower_model(GraphRunner(conv_chain(relaxed=False)[0]), CUDA).steps

@@ -5,8 +5,10 @@ CUDA target's schedule).
 
 It proves the CUDA rendering (indexing, types, the float16 conversions) with the real Plan; it
 does not prove the CuPy glue of nngpu/backends/cuda.py (streams, cubin loading, cuBLAS, host
-registration), which only a GPU runs. `gemm` runs the cublasGemmEx call the CUDA backend makes
-with numpy, by cuBLAS's definition (nngpu/backends/cublas_gemm.py). Buffers
+registration), which only a GPU runs. A GEMM with an epilogue is kernels/gemm.cu's unit, bound,
+built and run as the CUDA backend binds it (nngpu/backends/cuda_tiled_gemm.py); a bare one's
+`gemm` runs the cublasGemmEx call the CUDA backend makes with numpy, by cuBLAS's definition
+(nngpu/backends/cublas_gemm.py). Buffers
 are numpy uint8 arrays, filled with 0xff when allocated (NaN as float, -1 as an integer) so
 that a kernel reading what nothing wrote shows. Binaries are cached as any backend's are."""
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from nngpu.backends.numpy import NumpyBackend
 from nngpu.backends.cuda import TARGET as CUDA_TARGET
 from nngpu.backends.cublas_gemm import row_major_gemm, run_gemm_ex
+from nngpu.backends.cuda_tiled_gemm import TiledGemmBinding
 from nngpu.hal.types import DeviceType
 from nngpu.ir.schedule import Grid
 
@@ -54,7 +57,11 @@ def unsupported_reason(source: str) -> str | None:
 
 
 def kernel_body(source: str, name: str) -> str:
-    """The text of kernel `name` in a unit (its identity: the helpers follow from it)."""
+    """Kernel `name`'s identity: the unit's text where the unit has no other kernel (a template
+    specialised by #defines, as kernels/gemm.cu: one body, many kernels), else the kernel's own
+    text (the helpers follow from it)."""
+    if _KERNEL.findall(source) == [name]:
+        return source.strip("\n")
     match = re.search(_HEAD + rf'{name}\(.*?^\}}$', source, re.M | re.S)
     assert match, f"kernel {name} not in its unit"
     return match.group(0)
@@ -80,7 +87,7 @@ class HostKernel:
     launcher: ctypes._CFuncPtr
 
 
-class HostCudaBackend(NumpyBackend):
+class HostCudaBackend(TiledGemmBinding, NumpyBackend):
     name = "cuda-host"
     target = CUDA_TARGET
     device_type = DeviceType.CPU

@@ -1,9 +1,11 @@
-"""A relaxed model's GEMM on the host CUDA backend: the cublasGemmEx call the GPU gets, run by
-cuBLAS's definition, takes float16 inputs (COMPUTE_32F_FAST_16F) and the layer still matches the
-exact product within float16's precision; the same model not relaxed gets float32 inputs. Where
-A is a float16 temporary (the CUDA target's relaxed storage), the call multiplies float16
-matrices, the weights stored so. The corpus' relaxed convolutions and fully connected layers,
-every one a GEMM, pass its relaxed tolerances so."""
+"""A relaxed model's GEMM on the host CUDA backend. A layer's GEMM (a stored bias: an epilogue) is
+kernels/gemm.cu's: float32 inputs are multiplied as float32, as the relaxed flag allows and
+never requires, and where A is a float16 temporary (the CUDA target's relaxed storage) it
+multiplies float16 matrices, the weights stored so, with float32 sums. A bare GEMM is the
+cublasGemmEx call the GPU gets, run by cuBLAS's definition: relaxed, it takes float16 inputs
+(COMPUTE_32F_FAST_16F) and still matches the exact product within float16's precision. The
+corpus' relaxed convolutions and fully connected layers, every one a GEMM, pass its relaxed
+tolerances so."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,7 +30,7 @@ from .test_corpus_host import corpus_problems
 
 pytestmark = pytest.mark.skipif(not shutil.which("g++"), reason="no g++ on this machine")
 
-BATCH, K, UNITS = 64, 512, 256   # 2^23 multiply-adds: the CUDA target's GEMM path (cuBLAS)
+BATCH, K, UNITS = 64, 512, 256   # 2^23 multiply-adds: the CUDA target's GEMM path
 
 
 def _fully_connected(relaxed: bool):
@@ -41,16 +43,37 @@ def _fully_connected(relaxed: bool):
     return single_op_model(Op.FULLY_CONNECTED, ins, [output(T.TENSOR_FLOAT32, [BATCH, UNITS])], relaxed), x, w, b
 
 
-def test_a_relaxed_gemm_takes_float16_inputs_and_stays_within_their_precision():
+def test_a_relaxed_layer_of_float32_inputs_multiplies_them_as_float32():
     outputs = {}
     for relaxed in (False, True):
         model, x, w, b = _fully_connected(relaxed)
-        outputs[relaxed] = run_on_host_cuda(model, [x]).outputs[0]
-    half = lambda v: v.astype(np.float16).astype(np.float32)   # noqa: E731
+        backend = EveryGemm()
+        outputs[relaxed] = run_on_host_cuda(model, [x], backend).outputs[0]
+        assert backend.relaxed_calls == [relaxed] and backend.launches == 1   # one kernel, the epilogue in it
     np.testing.assert_allclose(outputs[False], x @ w.T + b, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(outputs[True], half(x) @ half(w).T + b, rtol=1e-4, atol=1e-4)
+    assert np.array_equal(outputs[True], outputs[False])
+
+
+def test_a_bare_relaxed_gemm_takes_float16_inputs_and_stays_within_their_precision():
+    """cuBLAS's call, bound as the CUDA backend binds a GEMM without an epilogue."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((BATCH, K), dtype=np.float32)
+    w = rng.standard_normal((UNITS, K), dtype=np.float32) * 0.1
+    backend = HostCudaBackend()
+    a, b, c = backend.alloc(x.nbytes), backend.alloc(w.nbytes), backend.alloc(BATCH * UNITS * 4)
+    backend.upload(a, x)
+    backend.upload(b, w)
+    outputs = {}
+    for relaxed in (False, True):
+        backend.bind_gemm(a, b, c, BATCH, UNITS, K, b_transposed=True, relaxed=relaxed)()
+        outputs[relaxed] = np.empty((BATCH, UNITS), np.float32)
+        backend.download(c, outputs[relaxed])
+    assert backend.launches == 0
+    half = lambda v: v.astype(np.float16).astype(np.float32)   # noqa: E731
+    np.testing.assert_allclose(outputs[False], x @ w.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outputs[True], half(x) @ half(w).T, rtol=1e-4, atol=1e-4)
     assert not np.array_equal(outputs[True], outputs[False])
-    exact = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    exact = x.astype(np.float64) @ w.T.astype(np.float64)
     np.testing.assert_allclose(outputs[True], exact, rtol=1e-2, atol=2e-3 * np.sqrt(K))
 
 
@@ -86,8 +109,8 @@ def test_a_float16_temporary_times_float16_weights():
 
 class EveryGemm(HostCudaBackend):
     """The host harness with the CUDA target's GEMM threshold at one multiply-add: every float
-    convolution and fully connected layer with constant weights is the cuBLAS call. Records
-    whether each call it runs was relaxed, and whether it multiplied float16 matrices."""
+    convolution and fully connected layer with constant weights is a GEMM. Records whether
+    each GEMM it binds is relaxed, and whether it multiplies float16 matrices."""
 
     target = dataclasses.replace(CUDA, gemm_min_work=1)
 
@@ -96,11 +119,13 @@ class EveryGemm(HostCudaBackend):
         self.relaxed_calls: list[bool] = []
         self.half_calls: list[bool] = []
 
-    def gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, relaxed: bool = False,
-             half: bool = False) -> None:
+    def bind_gemm(self, a, b, c, m: int, n: int, k: int, b_transposed: bool = False, epilogue=None, then=None,
+                  ldb=None, scale=None, relaxed: bool = False, half: bool = False, half_c: bool = False,
+                  half_scale: bool = False):
         self.relaxed_calls.append(relaxed)
         self.half_calls.append(half)
-        super().gemm(a, b, c, m, n, k, b_transposed, relaxed, half)
+        return super().bind_gemm(a, b, c, m, n, k, b_transposed, epilogue, then, ldb, scale, relaxed, half, half_c,
+                                 half_scale)
 
 
 def test_the_corpus_relaxed_convolutions_and_layers_as_float16_gemms(request):

@@ -36,8 +36,8 @@ def test_the_corpus_relaxed_models_with_float16_temporaries_on_host_cuda(request
 
 
 def test_convolutions_through_float16_gemms_on_host_cuda(request):
-    """Three convolutions, each a float16 patch matrix times float16 weights (cuBLAS's call as
-    the harness runs it), a max pool and a mean: within float16's precision of float32."""
+    """Three convolutions, each a float16 patch matrix times float16 weights (kernels/gemm.cu,
+    storing a float16 output), a max pool and a mean: within float16's precision of float32."""
     outputs, kernels = {}, []
     for relaxed in (False, True):
         model, x = conv_chain(relaxed, side=12)
