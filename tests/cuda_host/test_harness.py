@@ -143,16 +143,17 @@ def _block_sums(x: np.ndarray) -> np.ndarray:
     return part[:, 0]
 
 
-@pytest.mark.parametrize("dialect", ["cuda", "opencl"])
+@pytest.mark.parametrize("dialect", ["cuda", "cuda-ucontext", "opencl"])
 def test_shared_memory_and_barriers_run_a_block_together(dialect):
     """The same reduction in both dialects: the host harness runs a block's threads together for
-    __shared__ and __syncthreads (threads past the data leaving early); PoCL runs __local memory
-    and barrier() as they are."""
+    __shared__ and __syncthreads (threads past the data leaving early), its fibers switched by
+    nnh_switch on x86-64 or by ucontext (NNH_UCONTEXT, the other machines' way); PoCL runs
+    __local memory and barrier() as they are."""
     size = 1000   # 16 blocks, the last one ragged
     x = np.random.default_rng(7).standard_normal(size).astype(np.float32)
-    source = f"#define SIZE {size}\n" + BLOCK_SUM[dialect]
-    if dialect == "cuda":
-        backend = HostCudaBackend()
+    source = f"#define SIZE {size}\n" + BLOCK_SUM[dialect.split("-")[0]]
+    if dialect.startswith("cuda"):
+        backend = HostCudaBackend(("NNH_UCONTEXT",) if dialect == "cuda-ucontext" else ())
     elif "opencl" in device_backends():
         backend = backends.create("opencl")
     else:
