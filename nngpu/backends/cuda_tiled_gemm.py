@@ -74,7 +74,15 @@ class TiledGemmBinding:
         bounds = None if epilogue is None else tuple(float(x) for i, x in enumerate(epilogue) if i % 3)
         source, grid = tiled_gemm_unit(self.target.renderer, m, n, k, b_transposed, bounds, then and then[0], ldb,
                                        scale is not None, half, half_c, half_scale)
-        kernel = self.compile(source, [KERNEL])[0]
         buffers = [] if epilogue is None else list(epilogue[::3])
+        half_size, b_elements = (2 if half else 4), (n * k if b_transposed else k * (ldb or n))
+        needed = [("A", a, m * k * half_size), ("B", b, b_elements * half_size), ("C", c, m * n * (2 if half_c else 4)),
+                  *zip(("bias", "residual"), buffers, (n * 4, m * n * 4)),
+                  *([] if scale is None else [("scale", scale, k * (2 if half_scale else 4))])]
+        for name, buf, nbytes in needed:   # the kernel takes pointers: a plan's mistake stops here
+            if buf.nbytes < nbytes:
+                raise ValueError(f"{name}: {nbytes} bytes needed for a GEMM of {m} x {n} x {k}, its buffer has "
+                                 f"{buf.nbytes}")
+        kernel = self.compile(source, [KERNEL])[0]
         args = [a, b, c, *buffers, *(then[1] if then else ()), *([] if scale is None else [scale])]
         return self.bind(kernel, grid, args)

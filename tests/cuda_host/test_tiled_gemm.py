@@ -161,3 +161,15 @@ def test_the_face_detectors_gemms_with_folded_kernels_run_on_host_and_compile_wi
     gemms = [unit for unit in backend.launched if "nn_gemm_tiled" in unit]
     assert sum("#define THEN\n" in unit for unit in gemms) >= 2   # distinct units folding PAD+ADD+RELU
     assert not _nvrtc_errors(gemms)
+
+
+@pytest.mark.parametrize("short", ["A", "B", "C", "bias", "residual"])
+def test_a_buffer_shorter_than_its_matrix_is_refused_at_binding(short):
+    """The kernel reads and writes through pointers: a plan that bound too little stops there."""
+    m, n, k = 20, 12, 9
+    backend = HostCudaBackend()
+    sizes = {"A": m * k * 4, "B": n * k * 4, "C": m * n * 4, "bias": n * 4, "residual": m * n * 4}
+    buf = {name: backend.alloc(size - 4 if name == short else size) for name, size in sizes.items()}
+    epilogue = (buf["bias"], 0.0, 6.0, buf["residual"], 0.0, 6.0)
+    with pytest.raises(ValueError, match=f"^{short}: {sizes[short]} bytes needed"):
+        backend.bind_gemm(buf["A"], buf["B"], buf["C"], m, n, k, True, epilogue)
