@@ -21,15 +21,7 @@
 // matrix and its weights stored so, its gate; a float16 C rounded to nearest even as it is
 // stored; the sums are float32 as ever).
 #include "vectors.h"
-#ifndef AB_T
-#define AB_T float
-#endif
-#ifndef C_T
-#define C_T float
-#endif
-#ifndef SCALE_T
-#define SCALE_T float
-#endif
+#include "gemm_types.h"
 #ifdef SCALE_A
 #define SCALE_PARAM , __global const SCALE_T* restrict scale
 #define SCALED(v, k) ((v) * LOAD_AS(SCALE_T, k, scale))
@@ -38,9 +30,6 @@
 #define SCALE_PARAM
 #define SCALED(v, k) (v)
 #define SCALED_VEC(v, k) (v)
-#endif
-#ifndef LDB
-#define LDB N
 #endif
 #define THEN_ROW N
 #include "then.h"

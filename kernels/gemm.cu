@@ -22,18 +22,7 @@
 // to WPT rows of its column (a row of the A tile is one broadcast read, a row of the B tile one
 // bank each; the tiles padded a column against bank conflicts). Elements past M, N or K load as
 // zeros. A 1-D grid of ceil(M / TS) * ceil(N / TS) blocks, the tiles of a row of C neighbours.
-#ifndef AB_T
-#define AB_T float
-#endif
-#ifndef C_T
-#define C_T float
-#endif
-#ifndef SCALE_T
-#define SCALE_T float
-#endif
-#ifndef LDB
-#define LDB N
-#endif
+#include "gemm_types.h"
 #define TYPE_float float
 #define TYPE_half unsigned short
 #define TYPE_(t) TYPE_##t
