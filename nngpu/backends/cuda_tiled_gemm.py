@@ -75,8 +75,8 @@ class TiledGemmBinding:
         source, grid = tiled_gemm_unit(self.target.renderer, m, n, k, b_transposed, bounds, then and then[0], ldb,
                                        scale is not None, half, half_c, half_scale)
         buffers = [] if epilogue is None else list(epilogue[::3])
-        half_size, b_elements = (2 if half else 4), (n * k if b_transposed else k * (ldb or n))
-        needed = [("A", a, m * k * half_size), ("B", b, b_elements * half_size), ("C", c, m * n * (2 if half_c else 4)),
+        ab_size, b_elements = (2 if half else 4), (n * k if b_transposed else k * (ldb or n))
+        needed = [("A", a, m * k * ab_size), ("B", b, b_elements * ab_size), ("C", c, m * n * (2 if half_c else 4)),
                   *zip(("bias", "residual"), buffers, (n * 4, m * n * 4)),
                   *([] if scale is None else [("scale", scale, k * (2 if half_scale else 4))])]
         for name, buf, nbytes in needed:   # the kernel takes pointers: a plan's mistake stops here

@@ -8,9 +8,9 @@ does not prove the CuPy glue of nngpu/backends/cuda.py (streams, cubin loading, 
 registration), which only a GPU runs. A GEMM with an epilogue is kernels/gemm.cu's unit, bound,
 built and run as the CUDA backend binds it (nngpu/backends/cuda_tiled_gemm.py); a bare one's
 `gemm` runs the cublasGemmEx call the CUDA backend makes with numpy, by cuBLAS's definition
-(nngpu/backends/cublas_gemm.py). Buffers
-are numpy uint8 arrays, filled with 0xff when allocated (NaN as float, -1 as an integer) so
-that a kernel reading what nothing wrote shows. Binaries are cached as any backend's are."""
+(nngpu/backends/cublas_gemm.py). Buffers are numpy uint8 arrays, filled with 0xff when allocated
+(NaN as float, -1 as an integer) so that a kernel reading what nothing wrote shows. Binaries are
+cached as any backend's are."""
 from __future__ import annotations
 
 import ctypes
