@@ -20,6 +20,11 @@ TILE = 32     # rows and columns of C a block computes (TS there)
 KERNEL = "nn_gemm_tiled"
 
 
+def _matrix_elements(m: int, n: int, k: int, b_transposed: bool, ldb: int | None) -> tuple[int, int, int]:
+    """The elements of A, of B as stored ([N, K], or K rows of LDB) and of C."""
+    return m * k, (n * k if b_transposed else k * (ldb or n)), m * n
+
+
 def tiled_gemm_unit(renderer: CStyleRenderer, m: int, n: int, k: int, b_transposed: bool,
                     bounds: tuple[float, ...] | None, then: str | None = None, ldb: int | None = None,
                     scale: bool = False, half: bool = False, half_c: bool = False,
@@ -28,8 +33,7 @@ def tiled_gemm_unit(renderer: CStyleRenderer, m: int, n: int, k: int, b_transpos
     after the bias, or (lo, hi, lo2, hi2) with a residual; `then`: a folded kernel's source
     (compiler/render_epilogue.py); `ldb`: B's row stride; `scale`: A's columns are scaled;
     `half`, `half_c`, `half_scale`: A and B, C, the scale are float16."""
-    b_elements = n * k if b_transposed else k * (ldb or n)
-    wide = max(m * k, b_elements, m * n) > INT_MAX
+    wide = max(_matrix_elements(m, n, k, b_transposed, ldb)) > INT_MAX
     defines: dict[str, Any] = {"M": m, "N": n, "K": k, "IDX": "long long" if wide else "int"}
     if ldb is not None:
         defines["LDB"] = ldb
@@ -75,9 +79,11 @@ class TiledGemmBinding:
         source, grid = tiled_gemm_unit(self.target.renderer, m, n, k, b_transposed, bounds, then and then[0], ldb,
                                        scale is not None, half, half_c, half_scale)
         buffers = [] if epilogue is None else list(epilogue[::3])
-        ab_size, b_elements = (2 if half else 4), (n * k if b_transposed else k * (ldb or n))
-        needed = [("A", a, m * k * ab_size), ("B", b, b_elements * ab_size), ("C", c, m * n * (2 if half_c else 4)),
-                  *zip(("bias", "residual"), buffers, (n * 4, m * n * 4)),
+        ab_size = 2 if half else 4
+        a_elements, b_elements, c_elements = _matrix_elements(m, n, k, b_transposed, ldb)
+        needed = [("A", a, a_elements * ab_size), ("B", b, b_elements * ab_size),
+                  ("C", c, c_elements * (2 if half_c else 4)),
+                  *zip(("bias", "residual"), buffers, (n * 4, c_elements * 4)),
                   *([] if scale is None else [("scale", scale, k * (2 if half_scale else 4))])]
         for name, buf, nbytes in needed:   # the kernel takes pointers: a plan's mistake stops here
             if buf.nbytes < nbytes:
