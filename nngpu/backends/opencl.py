@@ -101,15 +101,17 @@ TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {}, half=True
 
 
 def cpu_gemm_row_stride(n: int) -> int:
-    """The row stride of a packed B on a CPU device: N padded with zeros to whole vectors of 8
-    (nn_gemm_vec's narrower width), or of 16 where 8 would leave blocks of one vector of 8 (N =
-    56, 88, 104: N / 8 has no factor up to 6). On PoCL: N = 28 153 -> 47 us padded to 32, N = 88
-    43-60 -> 26-30 us padded to 96 (3 vectors of 16 a work-item); padding N = 24 or 40 to 32 or
-    48 instead was no faster."""
-    stride = -(-n // 8) * 8
-    if n > 16 and gemm_vectors(stride) == (8, 1):
-        stride = -(-n // 16) * 16
-    return stride
+    """The row stride of a packed B on a CPU device: N padded with zeros to whole vectors of 8 up
+    to 16 columns, else to the fewest columns that make whole blocks of 2 or 3 vectors of 16
+    (a multiple of 32 or of 48), which nn_gemm_vec computes 16 lanes wide. On PoCL, in a run of
+    each GEMM back to back (M x N x K, us as it was -> padded): 196 x 40 x 240, 21.1 (8 lanes,
+    blocks of 5) -> 15.1 (48); 784 x 40 x 144, 43.8 -> 32.8 (48); 196 x 80 x 240, 36.7 -> 29.5
+    (96); 196 x 112 x 480, 91.8 (1 vector of 16) -> 68.4 (128); 784 x 24 x 144, 30.0 -> 24.1 (32);
+    196 x 72 x 288, 38.9 -> 31.0 (96); 196 x 120 x 40, 14.7 -> 10.1 (128). (N = 28 had taken
+    153 us with a scalar tail of 4 columns, 47 padded to 32.)"""
+    if n <= 16:
+        return -(-n // 8) * 8
+    return min(-(-n // 32) * 32, -(-n // 48) * 48)
 
 
 # Its GEMMs are explicit-vector micro-kernels, the generated convolution a scalar loop per output:
@@ -123,12 +125,16 @@ CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16),
 
 
 def gemm_vectors(n: int) -> tuple[int, int]:
-    """(VW, NV) of nn_gemm_vec for N columns: the most columns a work-item can take, up to
-    GEMM_COLS of its width, in whole blocks of NV vectors of VW (16 before 8 on a tie); N that 8
-    does not divide takes one vector of 8 and a scalar tail (the compiler pads a packed B's rows
-    to 8). On PoCL, blocks of 48 and 64 columns rather than 32 or 16: N = 64, 144 and 240 GEMMs
-    20-35% faster (a row's broadcast feeding more multiply-adds); wider blocks of 8-lane vectors
-    (7 of them for N = 672) were slower than 3 of 16."""
+    """(VW, NV) of nn_gemm_vec for N columns: blocks of 2 to 4 vectors of 16 where they divide N
+    (the most of them), else the most columns a work-item can take, up to GEMM_COLS of its width,
+    in whole blocks of NV vectors of VW (16 before 8 on a tie); N that 8 does not divide takes one
+    vector of 8 and a scalar tail (the compiler pads a packed B's rows: cpu_gemm_row_stride). On
+    PoCL, blocks of 48 and 64 columns rather than 32 or 16: N = 64, 144 and 240 GEMMs 20-35%
+    faster (a row's broadcast feeding more multiply-adds); wider blocks of 8-lane vectors (7 of
+    them for N = 672, 5 for N = 160) were slower than 2 or 3 of 16."""
+    sixteens = [nv for nv in range(2, GEMM_COLS[16] // 16 + 1) if n % (16 * nv) == 0]
+    if sixteens:
+        return 16, max(sixteens)
     blocks = [(vw * nv, vw, nv) for vw in (16, 8) for nv in range(1, GEMM_COLS[vw] // vw + 1) if n % (vw * nv) == 0]
     return max(blocks, key=lambda b: (b[0], b[1]))[1:] if blocks else (8, 1)
 

@@ -89,14 +89,17 @@ def test_schedule_matches_numpy(backend, name, defines, b_transposed, launch, m,
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("stride", [lambda n: -(-n // 8) * 8, cpu_gemm_row_stride], ids=["eights", "row-stride"])
 @pytest.mark.parametrize("epilogue", ["plain", "epilogue"])
-@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (9, 37, 33), (70, 33, 65), (6, 20, 40), (64, 28, 24), (5, 45, 16)])
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (9, 37, 33), (70, 33, 65), (6, 20, 40), (64, 28, 24), (5, 45, 16),
+                                     (9, 104, 20)])
 @pytest.mark.parametrize("name, defines, b_transposed, launch", [s for s in SCHEDULES if not s.values[2]])
-def test_rows_of_b_padded_past_n(backend, name, defines, b_transposed, launch, m, n, k, epilogue):
-    """B's rows padded to a multiple of 8 (LDB; the compiler's packed weights on a CPU device),
-    NaN in the padding: the columns past N are computed, never stored, and change nothing (N =
-    28 and 45 store the vector across N as 8 + 4 and 8 + 4 + 1 columns)."""
-    ldb = -(-n // 8) * 8
+def test_rows_of_b_padded_past_n(backend, name, defines, b_transposed, launch, m, n, k, epilogue, stride):
+    """B's rows padded (LDB; the compiler's packed weights on a CPU device) to a multiple of 8 or
+    to the backend's stride, NaN in the padding: the columns past N are computed, never stored,
+    and change nothing (N = 28 and 45 store the vector across N as 8 + 4 and 8 + 4 + 1 columns;
+    N = 104 padded to 128 has a whole vector of 16 past N)."""
+    ldb = stride(n)
     rng = np.random.default_rng(m + n + k)
     a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     padded = np.full((k, ldb), np.nan, np.float32)
@@ -127,15 +130,18 @@ def test_cpu_gemms_take_small_work_groups(x, y):
 
 @pytest.mark.parametrize("n, vw, nv", [(16, 16, 1), (24, 8, 3), (32, 16, 2), (48, 16, 3), (96, 16, 3),
                                        (64, 16, 4), (144, 16, 3), (672, 16, 3), (40, 8, 5), (88, 8, 1),
-                                       (1000, 8, 5), (1001, 8, 1)])
-def test_the_cpu_kernel_takes_the_most_whole_columns(n, vw, nv):
+                                       (160, 16, 2), (80, 8, 5), (1000, 8, 5), (1001, 8, 1)])
+def test_the_cpu_kernel_takes_blocks_of_vectors_of_16_else_the_most_whole_columns(n, vw, nv):
     assert gemm_vectors(n) == (vw, nv)
 
 
-@pytest.mark.parametrize("n, stride", [(8, 8), (12, 16), (24, 24), (28, 32), (40, 40), (56, 64), (88, 96),
-                                       (104, 112), (1000, 1000), (1001, 1008)])
-def test_packed_rows_are_padded_to_blocks_wider_than_one_vector_of_8(n, stride):
+@pytest.mark.parametrize("n, stride", [(8, 8), (12, 16), (16, 16), (24, 32), (28, 32), (40, 48), (56, 64), (72, 96),
+                                       (88, 96), (104, 128), (120, 128), (1000, 1008), (1001, 1008)])
+def test_packed_rows_are_padded_to_blocks_of_two_or_three_vectors_of_16(n, stride):
     assert cpu_gemm_row_stride(n) == stride
+    if n > 16:
+        vw, nv = gemm_vectors(stride)
+        assert vw == 16 and nv >= 2
 
 
 @pytest.mark.parametrize("name, in_place", [("conv3x3-in-place", True), ("fully-connected", True),
