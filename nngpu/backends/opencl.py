@@ -33,6 +33,12 @@ CPU_GEMM_GROUP = 4
 # share the small layers' few hundred work-items between the threads (hand landmarks' depthwise
 # layers of 336-1344: 2-6 groups of 256), 5% faster on PoCL, the other models the same.
 CPU_WORK_GROUP = 64
+# A constant B given transposed with K >= 512 is packed as [K, N] on a CPU device where the copy
+# takes at most so many bytes (MobileNets' and EfficientNet's 1x1 convolutions of 576 to 1152
+# channels; larger weights are read where they are). On PoCL, back to back, packed / dot products
+# along K: 49 x 96 x 576 with a residual and a scaled A 20.9 / 37.5 us, 196 x 96 x 576 0.86,
+# 49 x 160 x 960 0.95, 49 x 192 x 672 0.87, 49 x 192 x 1152 1.03.
+CPU_GEMM_PACK_BYTES = 1 << 20
 
 
 class OpenCLRenderer(CStyleRenderer):
@@ -73,14 +79,14 @@ class OpenCLRenderer(CStyleRenderer):
 
 def _target(name: str, schedule: Schedule, templates: dict[str, str],
             gemm_row_stride: Callable[[int], int] | None = None, gemm_min_work: int = 1 << 16,
-            half: bool = False) -> Target:
+            gemm_pack_bytes: int = 0, half: bool = False) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
         templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "max_pool": "max_pool.cl",
                    "resize_bilinear": "resize_bilinear.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
-        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, relaxed_storage=half, gemm_half_inputs=half,
-        gemm_half_output=half)
+        gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, gemm_pack_bytes=gemm_pack_bytes,
+        relaxed_storage=half, gemm_half_inputs=half, gemm_half_output=half)
 
 
 # A GPU's driver chooses its work-groups, but a slice's statistic (softmax's maximum and sum, a
@@ -121,7 +127,7 @@ def cpu_gemm_row_stride(n: int) -> int:
 # elementwise kernel after each folded in. (A GPU's tiled GEMM keeps 2^16: not measured on one.)
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16),
                      {"column_sum": "column_sum.cl", "conv": "conv.cl", "squeeze_excite": "squeeze_excite.cl"},
-                     gemm_row_stride=cpu_gemm_row_stride, gemm_min_work=1 << 12)
+                     gemm_row_stride=cpu_gemm_row_stride, gemm_min_work=1 << 12, gemm_pack_bytes=CPU_GEMM_PACK_BYTES)
 
 
 def gemm_vectors(n: int) -> tuple[int, int]:

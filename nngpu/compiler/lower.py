@@ -107,13 +107,16 @@ class _Builder:
         else:
             a, b = self._float(a, "gemm_a"), self._float(b, "gemm_b")
         key, ldb = b.buffer.key, None
-        if b_transposed and key in self.constants and k < PACK_BELOW_K and m >= PACK_FROM_M:
+        row_stride = self.low.target.gemm_row_stride
+        stride = n if row_stride is None else row_stride(n)
+        pack_bytes = self.low.target.gemm_pack_bytes
+        if (b_transposed and key in self.constants and m >= PACK_FROM_M
+                and (k < PACK_BELOW_K or k * stride * self.constants[key].itemsize <= pack_bytes)):
             # a short K: B packed as [K, N], a small copy, for the row-blocked schedules (on PoCL
-            # twice as fast as dot products along K up to K = 384, slower from 512 or for M < 8);
-            # its rows padded with zeros to the target's stride (a GEMM on PoCL with N = 28:
-            # 153 us with a scalar tail of 4 columns, 47 us padded to 32)
-            row_stride = self.low.target.gemm_row_stride
-            stride = n if row_stride is None else row_stride(n)
+            # twice as fast as dot products along K up to K = 384; slower for M < 8); a longer
+            # one where the target packs copies of its size (else B is read where it is); its
+            # rows padded with zeros to the target's stride (a GEMM on PoCL with N = 28: 153 us
+            # with a scalar tail of 4 columns, 47 us padded to 32)
             packed = np.zeros((k, stride), self.constants[key].dtype)
             packed[:, :n] = self.constants[key].reshape(n, k).T
             self.constants[key] = packed

@@ -30,6 +30,9 @@ class Target:
     # padded with zeros, the GEMM then computes whole vectors past N and stores N columns;
     # None: rows of N
     gemm_row_stride: Callable[[int], int] | None = None
+    # bytes up to which a constant B given transposed with K >= 512 is packed at prepare
+    # as a shorter K's is (compiler/lower.py; 0: read where it is, in the model's own layout)
+    gemm_pack_bytes: int = 0
     # multiply-adds from which a float convolution is a GEMM rather than a generated kernel
     gemm_min_work: int = 1 << 21
     # whether a relaxed model's float32 temporaries are stored as float16 (compiler/relaxed_storage.py)

@@ -12,8 +12,8 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.backends.base import kernel_template
-from nngpu.backends.opencl import (CPU_GEMM_GROUP, GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK, cpu_gemm_grid,
-                                   cpu_gemm_row_stride, gemm_vectors, nt_rows)
+from nngpu.backends.opencl import (CPU_GEMM_GROUP, CPU_TARGET, GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK,
+                                   cpu_gemm_grid, cpu_gemm_row_stride, gemm_vectors, nt_rows)
 from nngpu.compiler.steps import GemmStep
 from nngpu.driver.device import Device
 
@@ -144,13 +144,17 @@ def test_packed_rows_are_padded_to_blocks_of_two_or_three_vectors_of_16(n, strid
         assert vw == 16 and nv >= 2
 
 
-@pytest.mark.parametrize("name, in_place", [("conv3x3-in-place", True), ("fully-connected", True),
-                                             ("conv3x3-same", False)])
-def test_filter_is_read_in_place_from_k_512(name, in_place):
-    """K >= 512: the GEMM reads the weights in the model's bytes; a shorter K packs a copy."""
+@pytest.mark.parametrize("name, k, in_place_on_cpu", [("fully-connected-in-place", 1024, True),
+                                                       ("conv3x3-k576", 576, False), ("fully-connected", 512, False),
+                                                       ("conv3x3-same", 288, False)])
+def test_filter_is_read_in_place_from_k_512_past_the_packing_budget(name, k, in_place_on_cpu):
+    """K >= 512: the GEMM reads the weights in the model's bytes, on a CPU device where their
+    packed copy would take more than CPU_GEMM_PACK_BYTES; a shorter K, or there a copy within
+    the budget, packs a copy."""
     device = Device("opencl")
     if not device.backend.device.host_unified_memory:
         pytest.skip("a device with memory of its own holds its copy there")
+    in_place = in_place_on_cpu if device.backend.target.name == CPU_TARGET.name else k >= 512
     model, _ = CASES[name]()
     segment = plan_of(device, model)._last[0]  # compiled at prepare for the declared shapes
     gemm = next(s for s in segment.spec.steps if isinstance(s, GemmStep))

@@ -47,8 +47,11 @@ CASES = {
     "conv1x1-ragged": lambda: conv((1, 45, 45, 64), 20, 1, 1, 2),
     "fully-connected": lambda: fully_connected(64, 512, 256),
     "conv3x3-ragged": lambda: conv((1, 37, 37, 5), 37, 3, 1, 1),
-    # K >= 512: the weights read in place as B transposed; M, N past the last whole 4 x 4 block
-    "conv3x3-in-place": lambda: conv((1, 13, 15, 64), 37, 3, 1, 1),
+    # K >= 512: the weights read in place as B transposed, or on a CPU device packed (a small
+    # copy); M, N past the last whole 4 x 4 block
+    "conv3x3-k576": lambda: conv((1, 13, 15, 64), 37, 3, 1, 1),
+    # K >= 512 and weights past a CPU device's packing budget: read in place there too
+    "fully-connected-in-place": lambda: fully_connected(16, 1024, 301),
     "fully-connected-ragged": lambda: fully_connected(7, 1030, 301),
 }
 
