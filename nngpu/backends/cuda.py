@@ -14,7 +14,7 @@ from ..hal.types import DeviceType
 from ..ir.schedule import Grid, Schedule
 from .base import Backend, Provider, cache_key
 from .cublas_gemm import GEMM_DEFAULT, R_32F, check_bounds, row_major_gemm
-from .cuda_tiled_gemm import TiledGemmBinding
+from .cuda_tiled_gemm import TiledGemmBinding, step_source
 
 BLOCK = 256   # threads a block: every generated kernel declares it (__launch_bounds__)
 _ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)   # GemmEx's alpha and beta, read on the host
@@ -99,9 +99,10 @@ class CUDARenderer(CStyleRenderer):
 # epilogue (a bias and activation, a residual, a folded kernel, a float16 C) is kernels/gemm.cu's,
 # C stored once (cuda_tiled_gemm.py); a bare one is cuBLAS's.
 # A slice's statistic (softmax's maximum and sum, a mean) takes a block of BLOCK threads.
-TARGET = Target("cuda", CUDARenderer(), ".cu", Schedule(group=BLOCK, declare_group=True, reduce_group=BLOCK),
+_RENDERER = CUDARenderer()
+TARGET = Target("cuda", _RENDERER, ".cu", Schedule(group=BLOCK, declare_group=True, reduce_group=BLOCK),
                 gemm_epilogue=True, gemm_min_work=1 << 21, relaxed_storage=True, gemm_half_inputs=True,
-                gemm_half_output=True)
+                gemm_half_output=True, gemm_source=functools.partial(step_source, _RENDERER))
 
 
 # With a ROCm build of CuPy there is no sm_XX to compile for, no cubin and no stream capture:

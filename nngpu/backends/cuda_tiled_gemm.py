@@ -8,12 +8,15 @@ Shared by the CUDA backend and the host harness (tests/cuda_host), so the harnes
 runs the very units the GPU gets."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..compiler.render import CStyleRenderer, float_literal
 from ..ir.narrow import INT_MAX
 from ..ir.schedule import Grid
 from .base import kernel_template
+
+if TYPE_CHECKING:
+    from ..compiler.steps import GemmStep
 
 BLOCK = 256   # threads a block of nn_gemm_tiled (kernels/gemm.cu: TS x RTS, its __launch_bounds__)
 TILE = 32     # rows and columns of C a block computes (TS there)
@@ -54,6 +57,16 @@ def tiled_gemm_unit(renderer: CStyleRenderer, m: int, n: int, k: int, b_transpos
     source = "\n".join(lines) + "\n" + (then or "") + kernel_template("gemm.cu")
     blocks = -(-m // TILE) * -(-n // TILE)
     return source, Grid((blocks * BLOCK,), (BLOCK,))
+
+
+def step_source(renderer: CStyleRenderer, step: GemmStep, half_c: bool, half_scale: bool) -> str | None:
+    """The unit of tiled_gemm_unit for a compiler's GEMM step, as bind_gemm builds it; None for a
+    bare GEMM, cuBLAS's call (Target.gemm_source)."""
+    if step.bounds is None and step.then is None and not step.scale_a and not half_c:
+        return None
+    bounds = None if step.bounds is None else (*step.bounds, *(step.residual or ()))
+    return tiled_gemm_unit(renderer, step.m, step.n, step.k, step.b_transposed, bounds, step.then, step.ldb,
+                           step.scale_a, step.half, half_c, half_scale)[0]
 
 
 class TiledGemmBinding:

@@ -15,30 +15,13 @@ from ..compiler.render import CStyleRenderer
 from ..compiler.target import Target
 from ..hal.types import DeviceType
 from ..ir.schedule import Grid, Schedule
-from .base import Backend, Provider, kernel_template
+from .base import Backend, Provider
+from .opencl_gemm import CPU_GEMM_PACK_BYTES, cpu_gemm_row_stride, gemm_unit, step_source
 
-GEMM_ROWS = 4  # rows of C per work-item of nn_gemm_vec, as in kernels/gemm.cl (ROWS there)
-# at most so many columns of C per work-item of nn_gemm_vec (VW * NV there), by vector width:
-# 4 rows by 4 vectors of 16 or 6 of 8, 16 to 24 accumulators in registers
-GEMM_COLS = {16: 64, 8: 48}
-NT_BLOCK = 4   # rows and columns of C per work-item of nn_gemm_nt_vec (NT_ROWS, NT_COLS there)
-GPU_TILE, GPU_TILE_ROWS = 32, 8   # the GPU kernels' tile of C and work-group (TS and RTS there)
-# Work-items per work-group of the CPU GEMMs, along the grid's first dimension. Left to itself,
-# PoCL makes one work-group of up to 4096 work-items, and one of its threads runs a whole group:
-# MobileNet v2's 7x7 layers (13 x 40 work-items) ran on one core, 2x slower. In a run of its 12
-# GEMM shapes back to back, groups of 4 took 1.61 ms, 1, 16 and 8192 / 8 groups 1.64-1.71,
-# PoCL's choice 2.2.
-CPU_GEMM_GROUP = 4
 # Work-items per work-group of the other kernels on a CPU device: groups of 64 rather than 256
 # share the small layers' few hundred work-items between the threads (hand landmarks' depthwise
 # layers of 336-1344: 2-6 groups of 256), 5% faster on PoCL, the other models the same.
 CPU_WORK_GROUP = 64
-# A constant B given transposed with K >= 512 is packed as [K, N] on a CPU device where the copy
-# takes at most so many bytes (MobileNets' and EfficientNet's 1x1 convolutions of 576 to 1152
-# channels; larger weights are read where they are). On PoCL, back to back, packed / dot products
-# along K: 49 x 96 x 576 with a residual and a scaled A 20.9 / 37.5 us, 196 x 96 x 576 0.86,
-# 49 x 160 x 960 0.95, 49 x 192 x 672 0.87, 49 x 192 x 1152 1.03.
-CPU_GEMM_PACK_BYTES = 1 << 20
 
 
 class OpenCLRenderer(CStyleRenderer):
@@ -79,14 +62,15 @@ class OpenCLRenderer(CStyleRenderer):
 
 def _target(name: str, schedule: Schedule, templates: dict[str, str],
             gemm_row_stride: Callable[[int], int] | None = None, gemm_min_work: int = 1 << 16,
-            gemm_pack_bytes: int = 0, half: bool = False) -> Target:
+            gemm_pack_bytes: int = 0, half: bool = False, cpu: bool = False) -> Target:
     return Target(
         name, OpenCLRenderer(), ".cl", schedule,
         templates={"depthwise": "depthwise.cl", "im2col": "im2col.cl", "max_pool": "max_pool.cl",
                    "resize_bilinear": "resize_bilinear.cl", **templates},
         gemm_epilogue=True,   # kernels/gemm.cl's EPILOGUE
         gemm_min_work=gemm_min_work, gemm_row_stride=gemm_row_stride, gemm_pack_bytes=gemm_pack_bytes,
-        relaxed_storage=half, gemm_half_inputs=half, gemm_half_output=half)
+        relaxed_storage=half, gemm_half_inputs=half, gemm_half_output=half,
+        gemm_source=functools.partial(step_source, cpu))
 
 
 # A GPU's driver chooses its work-groups, but a slice's statistic (softmax's maximum and sum, a
@@ -106,20 +90,6 @@ def _target(name: str, schedule: Schedule, templates: dict[str, str],
 TARGET = _target("opencl", Schedule(group=None, reduce_group=256), {}, half=True)
 
 
-def cpu_gemm_row_stride(n: int) -> int:
-    """The row stride of a packed B on a CPU device: N padded with zeros to whole vectors of 8 up
-    to 16 columns, else to the fewest columns that make whole blocks of 2 or 3 vectors of 16
-    (a multiple of 32 or of 48), which nn_gemm_vec computes 16 lanes wide. On PoCL, in a run of
-    each GEMM back to back (M x N x K, us as it was -> padded): 196 x 40 x 240, 21.1 (8 lanes,
-    blocks of 5) -> 15.1 (48); 784 x 40 x 144, 43.8 -> 32.8 (48); 196 x 80 x 240, 36.7 -> 29.5
-    (96); 196 x 112 x 480, 91.8 (1 vector of 16) -> 68.4 (128); 784 x 24 x 144, 30.0 -> 24.1 (32);
-    196 x 72 x 288, 38.9 -> 31.0 (96); 196 x 120 x 40, 14.7 -> 10.1 (128). (N = 28 had taken
-    153 us with a scalar tail of 4 columns, 47 padded to 32.)"""
-    if n <= 16:
-        return -(-n // 8) * 8
-    return min(-(-n // 32) * 32, -(-n // 48) * 48)
-
-
 # Its GEMMs are explicit-vector micro-kernels, the generated convolution a scalar loop per output:
 # on PoCL the face detector's 1x1 convolutions of about 2^20 multiply-adds run 2.5x faster as
 # GEMMs, and MobileNet v3's squeeze-and-excite layers of 2^12 to 2^17 (a 1x1 convolution of one
@@ -127,36 +97,8 @@ def cpu_gemm_row_stride(n: int) -> int:
 # elementwise kernel after each folded in. (A GPU's tiled GEMM keeps 2^16: not measured on one.)
 CPU_TARGET = _target("opencl-cpu", Schedule(group=CPU_WORK_GROUP, vector=16),
                      {"column_sum": "column_sum.cl", "conv": "conv.cl", "squeeze_excite": "squeeze_excite.cl"},
-                     gemm_row_stride=cpu_gemm_row_stride, gemm_min_work=1 << 12, gemm_pack_bytes=CPU_GEMM_PACK_BYTES)
-
-
-def gemm_vectors(n: int) -> tuple[int, int]:
-    """(VW, NV) of nn_gemm_vec for N columns: blocks of 2 to 4 vectors of 16 where they divide N
-    (the most of them), else the most columns a work-item can take, up to GEMM_COLS of its width,
-    in whole blocks of NV vectors of VW (16 before 8 on a tie); N that 8 does not divide takes one
-    vector of 8 and a scalar tail (the compiler pads a packed B's rows: cpu_gemm_row_stride). On
-    PoCL, blocks of 48 and 64 columns rather than 32 or 16: N = 64, 144 and 240 GEMMs 20-35%
-    faster (a row's broadcast feeding more multiply-adds); wider blocks of 8-lane vectors (7 of
-    them for N = 672, 5 for N = 160) were slower than 2 or 3 of 16."""
-    sixteens = [nv for nv in range(2, GEMM_COLS[16] // 16 + 1) if n % (16 * nv) == 0]
-    if sixteens:
-        return 16, max(sixteens)
-    blocks = [(vw * nv, vw, nv) for vw in (16, 8) for nv in range(1, GEMM_COLS[vw] // vw + 1) if n % (vw * nv) == 0]
-    return max(blocks, key=lambda b: (b[0], b[1]))[1:] if blocks else (8, 1)
-
-
-def nt_rows(m: int) -> int:
-    """NT_ROWS of nn_gemm_nt_vec for M rows: NT_BLOCK, or 1 for one row (a classifier's fully
-    connected layers), which blocks of 4 would compute 4 times over. On PoCL, alone, one row at a
-    time takes 0.57-0.74 of the time: 1000 x 1024 and 1024 x 576 weights, with the weights in
-    cache and not."""
-    return 1 if m == 1 else NT_BLOCK
-
-
-def cpu_gemm_grid(x: int, y: int) -> Grid:
-    """An x by y grid of a CPU GEMM in work-groups of CPU_GEMM_GROUP by 1 (the kernels return
-    at once past their last block)."""
-    return Grid((-(-x // CPU_GEMM_GROUP) * CPU_GEMM_GROUP, y), (CPU_GEMM_GROUP, 1))
+                     gemm_row_stride=cpu_gemm_row_stride, gemm_min_work=1 << 12, gemm_pack_bytes=CPU_GEMM_PACK_BYTES,
+                     cpu=True)
 
 
 def _all_devices(cl) -> list:
@@ -372,38 +314,6 @@ class OpenCLBackend(Backend):
                                f"without kernel {name} (it has: {', '.join(built) or 'none'}); with pyopencl's "
                                "PoCL wheel, install the system's PoCL (Debian: pocl-opencl-icd)") from e
 
-    def _gemm_unit(self, m: int, n: int, b_transposed: bool, epilogue: tuple | None,
-                   then: str | None = None, ldb: int | None = None, scale: bool = False,
-                   half: bool = False, half_c: bool = False, half_scale: bool = False) -> tuple[str, str, Grid]:
-        """(source, kernel name, launch) of the GEMM schedule for this device's target. On a CPU
-        device, explicit-vector micro-kernels: B as [K, N] takes 4 rows by up to 64 columns
-        (gemm_vectors); B transposed takes 4 by 4 dot products 16 lanes wide (1 by 4: nt_rows). On a GPU,
-        32 x 32 tiles of C in local memory, 4 rows a work-item. With the epilogue, the same
-        kernels add the bias and clamp as they store (and add a residual and clamp again, or
-        pass the value to `then`, a folded kernel's function). With `ldb`, B's rows are padded to
-        so many columns: the CPU kernel computes whole vectors of them and stores N. With `half`,
-        A and B are float16, with `half_c` C, with `half_scale` the scale (the GPU kernels only)."""
-        defines = "" if epilogue is None else "#define EPILOGUE\n" + ("#define RESIDUAL\n" if len(epilogue) > 3 else "")
-        if ldb is not None:
-            defines += f"#define LDB {ldb}\n"
-        if scale:
-            defines += "#define SCALE_A\n"
-        text = defines + (then or "") + kernel_template("gemm.cl")
-        if self.target.name != CPU_TARGET.name:   # by name: a variant of the CPU target is one too
-            types = {"AB_T": half, "C_T": half_c, "SCALE_T": half_scale}
-            text = "".join(f"#define {name} half\n" for name, is_half in types.items() if is_half) + text
-            tiles = Grid((-(-n // GPU_TILE) * GPU_TILE, -(-m // GPU_TILE) * GPU_TILE_ROWS), (GPU_TILE, GPU_TILE_ROWS))
-            return text, "nn_gemm_nt_tiled" if b_transposed else "nn_gemm_tiled", tiles
-        if half or half_c or half_scale:
-            raise NotImplementedError("a CPU device's GEMM (kernels/gemm.cl nn_gemm_vec) takes float32 matrices")
-        if b_transposed:
-            rows = nt_rows(m)
-            text = "#define VW 16\n" + ("" if rows == NT_BLOCK else f"#define NT_ROWS {rows}\n") + text
-            return text, "nn_gemm_nt_vec", cpu_gemm_grid(-(-n // NT_BLOCK), -(-m // rows))
-        vw, nv = gemm_vectors(ldb or n)
-        text = f"#define VW {vw}\n#define NV {nv}\n" + text
-        return text, "nn_gemm_vec", cpu_gemm_grid(-(-m // GEMM_ROWS), -(-n // (vw * nv)))
-
     # A bound step is cl.enqueue_nd_range_kernel with its queue first (`timed` swaps that queue);
     # the kernel object holds the arguments, set once here: each step has its own object.
     def bind(self, kernel, grid: Grid, args: list):
@@ -417,8 +327,10 @@ class OpenCLBackend(Backend):
                   scale=None, relaxed: bool = False, half: bool = False, half_c: bool = False,
                   half_scale: bool = False):
         # float32 sums, relaxed or not; `half`: float16 A and B, widened as the GPU kernels read them
-        source, name, grid = self._gemm_unit(m, n, b_transposed, epilogue, then and then[0], ldb, scale is not None,
-                                             half, half_c, half_scale)
+        cpu = self.target.name == CPU_TARGET.name   # by name: a variant of the CPU target is one too
+        source, name, grid = gemm_unit(cpu, m, n, b_transposed, epilogue is not None,
+                                       epilogue is not None and len(epilogue) > 3, then and then[0], ldb,
+                                       scale is not None, half, half_c, half_scale)
         kernel = self.compile(source, [name])[0]  # a new object of the built program
         # (bias, lo, hi[, residual, lo2, hi2]): buffers as they are, bounds as float
         extra = [x if i % 3 == 0 else np.float32(x) for i, x in enumerate(epilogue or ())]

@@ -70,11 +70,15 @@ def run(args) -> int:
                 names = " + ".join(f"{k}:{ops[k].type.name}" for k in step.ops)
                 bt = (" B transposed" if step.b_transposed else "") + (f" ldb={step.ldb}" if step.ldb else "")
                 bt += (" + residual" if step.residual else "") + (" A scaled" if step.scale_a else "")
+                half_c, half_scale = step.half_storages(seg.tensors)
                 bt += " float16 A and B" if step.half else " relaxed" if step.relaxed else ""
-                bt += " float16 C" if step.half_storages(seg.tensors)[0] else ""
-                if step.then:   # the folded kernel's function, beside the kernels
-                    bt += " + then"
-                    (out / f"{n:03d}_gemm_then{target.suffix}").write_text(step.then)
+                bt += (" float16 C" if half_c else "") + (" + then" if step.then else "")
+                # the unit the backend builds for it (the folded kernel's function included)
+                source = target.gemm_source and target.gemm_source(step, half_c, half_scale)
+                if source is not None:
+                    (out / f"{n:03d}_gemm{target.suffix}").write_text(source)
+                else:
+                    bt += " (a library's call)"
                 lines.append(f"step {n:3d} gemm m={step.m} n={step.n} k={step.k}{bt} (tensors {step.args}): {names}")
             elif isinstance(step, HostStep):
                 lines.append(f"step {n:3d} host   {step.op}:{ops[step.op].type.name}")

@@ -9,7 +9,7 @@ nothing here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ..ir.kernel import Kernel
 from ..ir.schedule import Schedule
@@ -43,6 +43,10 @@ class Target:
     # whether its GEMM's epilogue (gemm_epilogue) stores a float16 C: an operation's output that is
     # a float16 temporary written once, not a float32 C and a kernel rounding it
     gemm_half_output: bool = False
+    # a GEMM step (steps.GemmStep, which imports this module) -> the source of the unit the backend
+    # builds for it, given whether C and the scale are float16 as the segment stores them
+    # (GemmStep.half_storages); None for a library's call (cuBLAS). What `nngpu kernels` writes
+    gemm_source: Callable[[Any, bool, bool], str | None] | None = None
 
     def render(self, kernel: Kernel) -> str:
         """The kernel alone as C, framed by this target's schedule."""

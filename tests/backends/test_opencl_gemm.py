@@ -12,8 +12,9 @@ import pytest
 
 from nngpu.backends import device_backends
 from nngpu.backends.base import kernel_template
-from nngpu.backends.opencl import (CPU_GEMM_GROUP, CPU_TARGET, GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK,
-                                   cpu_gemm_grid, cpu_gemm_row_stride, gemm_vectors, nt_rows)
+from nngpu.backends.opencl import CPU_TARGET
+from nngpu.backends.opencl_gemm import (CPU_GEMM_GROUP, GEMM_ROWS, GPU_TILE, GPU_TILE_ROWS, NT_BLOCK, cpu_gemm_grid,
+                                        cpu_gemm_row_stride, gemm_unit, gemm_vectors, nt_rows)
 from nngpu.compiler.steps import GemmStep
 from nngpu.driver.device import Device
 
@@ -170,7 +171,7 @@ def test_one_row_with_b_transposed_is_computed_once(backend, m, rows):
     blocks of 4 rows."""
     assert nt_rows(m) == rows
     n, k = 37, 1030
-    source, name, grid = backend._gemm_unit(m, n, True, None)
+    source, name, grid = gemm_unit(True, m, n, True, False)
     assert name == "nn_gemm_nt_vec" and ("#define NT_ROWS 1\n" in source) == (rows == 1)
     assert grid.threads[1] == -(-m // rows)
     rng = np.random.default_rng(m)

@@ -135,8 +135,9 @@ def test_every_variant_compiles_with_nvrtc():
     assert not _nvrtc_errors(sources)
 
 
-def test_the_face_detectors_gemms_with_folded_kernels_run_on_host_and_compile_with_nvrtc():
-    """Its PAD+ADD+RELU kernels folded into the GEMMs as they store (THEN, rendered as CUDA)."""
+def test_the_face_detectors_gemms_with_folded_kernels_run_on_host_and_compile_with_nvrtc(tmp_path):
+    """Its PAD+ADD+RELU kernels folded into the GEMMs as they store (THEN, rendered as CUDA); and
+    `nngpu kernels --target cuda` writes those very units."""
     pytest.importorskip("cupy", reason="CuPy + NVRTC (extra 'cuda') are not installed")
     pytest.importorskip("tflite", reason="the `tflite` flatbuffer package is not installed")
     from nngpu.modelutil import as_model_1_3
@@ -161,6 +162,10 @@ def test_the_face_detectors_gemms_with_folded_kernels_run_on_host_and_compile_wi
     gemms = [unit for unit in backend.launched if "nn_gemm_tiled" in unit]
     assert sum("#define THEN\n" in unit for unit in gemms) >= 2   # distinct units folding PAD+ADD+RELU
     assert not _nvrtc_errors(gemms)
+    from nngpu.cli import main
+
+    assert main(["kernels", str(path), "--target", "cuda", "--out", str(tmp_path)]) == 0
+    assert {p.read_text().strip() for p in tmp_path.glob("*_gemm.cu")} == {unit.strip() for unit in gemms}
 
 
 @pytest.mark.parametrize("short", ["A", "B", "C", "bias", "residual"])
