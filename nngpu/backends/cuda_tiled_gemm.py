@@ -59,10 +59,16 @@ def tiled_gemm_unit(renderer: CStyleRenderer, m: int, n: int, k: int, b_transpos
     return source, Grid((blocks * BLOCK,), (BLOCK,))
 
 
+def is_bare(epilogue: bool, then: bool, scale: bool, half_c: bool) -> bool:
+    """Whether a GEMM is bare, cuBLAS's call: no bias and clamp, no folded kernel, no scaled A and
+    a float32 C. What bind_gemm binds and what step_source writes both follow it."""
+    return not (epilogue or then or scale or half_c)
+
+
 def step_source(renderer: CStyleRenderer, step: GemmStep, half_c: bool, half_scale: bool) -> str | None:
     """The unit of tiled_gemm_unit for a compiler's GEMM step, as bind_gemm builds it; None for a
     bare GEMM, cuBLAS's call (Target.gemm_source)."""
-    if step.bounds is None and step.then is None and not step.scale_a and not half_c:
+    if is_bare(step.bounds is not None, step.then is not None, step.scale_a, half_c):
         return None
     bounds = None if step.bounds is None else (*step.bounds, *(step.residual or ()))
     return tiled_gemm_unit(renderer, step.m, step.n, step.k, step.b_transposed, bounds, step.then, step.ldb,
@@ -82,7 +88,7 @@ class TiledGemmBinding:
                   epilogue: tuple | None = None, then: tuple[str, list] | None = None, ldb: int | None = None,
                   scale: Any = None, relaxed: bool = False, half: bool = False, half_c: bool = False,
                   half_scale: bool = False) -> Callable[[], Any]:
-        if epilogue is None and then is None and scale is None and not half_c:
+        if is_bare(epilogue is not None, then is not None, scale is not None, half_c):
             return super().bind_gemm(a, b, c, m, n, k, b_transposed, epilogue, then, ldb, scale,  # type: ignore[misc]
                                      relaxed, half, half_c, half_scale)
         if then is not None and (epilogue is None or len(epilogue) != 3):
