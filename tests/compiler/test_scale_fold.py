@@ -19,16 +19,17 @@ from .model_builder import ModelBuilder, T
 HW, C, COUT = 14, 32, 48
 
 
-def excite(gate_first: bool = False, also_output: bool = False):
-    """x -> MUL(x, LOGISTIC(MEAN(x))) -> CONV_2D 1x1: the model, its numpy answer and the gated tensor."""
+def excite(gate_first: bool = False, also_output: bool = False, channels: int = C):
+    """x -> MUL(x, LOGISTIC(MEAN(x))) -> CONV_2D 1x1 of `channels` input channels: the model, its numpy
+    answer and the gated tensor."""
     b = ModelBuilder()
-    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, C])
-    mean = b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32, [1, 1, 1, C])
-    gate = b.op(Op.LOGISTIC, [mean], T.TENSOR_FLOAT32, [1, 1, 1, C])
+    x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, channels])
+    mean = b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32, [1, 1, 1, channels])
+    gate = b.op(Op.LOGISTIC, [mean], T.TENSOR_FLOAT32, [1, 1, 1, channels])
     gated = b.op(Op.MUL, [gate, x, b.constant(T.INT32, 0)] if gate_first else [x, gate, b.constant(T.INT32, 0)],
-                 T.TENSOR_FLOAT32, [1, HW, HW, C])
+                 T.TENSOR_FLOAT32, [1, HW, HW, channels])
     rng = np.random.default_rng(2)
-    w = (rng.standard_normal((COUT, 1, 1, C)) * 0.3).astype(np.float32)
+    w = (rng.standard_normal((COUT, 1, 1, channels)) * 0.3).astype(np.float32)
     bias = rng.standard_normal(COUT).astype(np.float32)
     ins = [gated, b.constant(T.TENSOR_FLOAT32, w), b.constant(T.TENSOR_FLOAT32, bias),
            *(b.constant(T.INT32, v) for v in (2, 1, 1, 1))]
@@ -38,7 +39,7 @@ def excite(gate_first: bool = False, also_output: bool = False):
 
     def want(v: np.ndarray) -> np.ndarray:
         g = 1 / (1 + np.exp(-v.mean(axis=(1, 2), keepdims=True)))
-        return np.maximum((v * g) @ w.reshape(COUT, C).T + bias, 0)
+        return np.maximum((v * g) @ w.reshape(COUT, channels).T + bias, 0)
     return b.build(), want, gated
 
 
@@ -71,9 +72,11 @@ def test_without_fusion_nothing_folds():
 
 @pytest.mark.skipif("opencl" not in device_backends(), reason="no OpenCL device here")
 @pytest.mark.parametrize("gate_first", [False, True], ids=["x-first", "gate-first"])
-def test_folded_bits_are_the_unfolded_ones(gate_first):
-    model, want, _ = excite(gate_first)
-    x = np.random.default_rng(3).standard_normal([1, HW, HW, C]).astype(np.float32)
+@pytest.mark.parametrize("channels", [C, 40], ids=["whole-vectors", "a-tail"])
+def test_folded_bits_are_the_unfolded_ones(gate_first, channels):
+    """K = 32: the CPU GEMM scales A 16 columns at a time; K = 40: 8 more one at a time."""
+    model, want, _ = excite(gate_first, channels=channels)
+    x = np.random.default_rng(3).standard_normal([1, HW, HW, channels]).astype(np.float32)
     backend = create("opencl")
     folded = np.asarray(device_plan(GraphRunner(model), backend).execute([x])[0])
     unfolded = np.asarray(device_plan(GraphRunner(model), backend, fuse=False).execute([x])[0])
