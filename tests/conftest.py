@@ -1,11 +1,14 @@
 """Shared fixtures: the bundled corpus, the --full-cts switch, a numpy device, and `cpu_loops`,
 which runs a test once with the compiled CPU loops (ops/lib/jit.py, skipped where Numba is not
-installed) and once with the numpy passes they replace. OpenCL compiler warnings are errors."""
+installed) and once with the numpy passes they replace. OpenCL compiler warnings are errors, and
+every test draws from the test modules' random generators as if it ran first."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("XDG_CACHE_HOME", str(Path(__file__).resolve().parent.parent / ".cache"))
@@ -55,6 +58,30 @@ def device():
 
     return Device("numpy")
 
+
+# (module name, attribute) -> the state a module-level generator of the test package had when
+# the first test of this process began: after every import, before any test drew from it
+_GENERATOR_STATES: dict[tuple[str, str], dict] = {}
+_generators: tuple[int, list[tuple[np.random.Generator, dict]]] = (-1, [])   # (len(sys.modules), each with its state)
+
+
+@pytest.fixture(autouse=True)
+def _generators_from_their_start() -> None:
+    """Each test draws from the test modules' generators (`rng = np.random.default_rng(7)` at
+    module level) from their first state: its data are the same whichever tests ran before it in
+    its worker, so a failure reproduces alone (xdist orders tests differently from run to run)."""
+    global _generators
+    if _generators[0] != len(sys.modules):   # a test imported a module: look again
+        found = []
+        for name, module in list(sys.modules.items()):
+            if name.startswith("tests.") and module is not None:
+                for attr, value in list(vars(module).items()):
+                    if isinstance(value, np.random.Generator):
+                        _GENERATOR_STATES.setdefault((name, attr), value.bit_generator.state)
+                        found.append((value, _GENERATOR_STATES[name, attr]))
+        _generators = (len(sys.modules), found)
+    for generator, state in _generators[1]:
+        generator.bit_generator.state = state
 
 
 @pytest.fixture(params=["compiled", "numpy"])
