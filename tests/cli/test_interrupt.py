@@ -1,7 +1,8 @@
 """Ctrl-C noted by nngpu.cli.interrupt: one that Python swallows inside a finalizer still stops
-the loop at its next check."""
+the loop at its next check, and is not printed; anything else a finalizer raises still is."""
 import os
 import signal
+import sys
 
 import pytest
 
@@ -13,8 +14,14 @@ class _InterruptedWhenCollected:
         os.kill(os.getpid(), signal.SIGINT)  # raised in here, where Python only prints it
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed one, printed
-def test_an_interrupt_swallowed_by_a_finalizer_is_raised_at_the_next_check():
+class _FailingWhenCollected:
+    def __del__(self):
+        raise ValueError("a finalizer's own error")
+
+
+def test_an_interrupt_swallowed_by_a_finalizer_is_raised_at_the_next_check(monkeypatch):
+    printed = []
+    monkeypatch.setattr(sys, "unraisablehook", printed.append)   # what Python would print
     before = signal.getsignal(signal.SIGINT)
     reached = False
     with noted_interrupts() as check:
@@ -23,8 +30,11 @@ def test_an_interrupt_swallowed_by_a_finalizer_is_raised_at_the_next_check():
         reached = True  # the KeyboardInterrupt did not come out of the collection
         with pytest.raises(KeyboardInterrupt):
             check()
+        assert printed == []   # noted, so not printed
+        _FailingWhenCollected()
+    assert [type(info.exc_value) for info in printed] == [ValueError]
     assert reached
-    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(signal.SIGINT) is before and sys.unraisablehook == printed.append
 
 
 def test_an_interrupt_outside_a_finalizer_raises_where_it_comes():
