@@ -24,7 +24,8 @@ def excite(gate_first: bool = False, also_output: bool = False, channels: int = 
     answer and the gated tensor."""
     b = ModelBuilder()
     x = b.input(T.TENSOR_FLOAT32, [1, HW, HW, channels])
-    mean = b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32, [1, 1, 1, channels])
+    mean = b.op(Op.MEAN, [x, b.constant(T.TENSOR_INT32, [1, 2]), b.constant(T.INT32, 1)], T.TENSOR_FLOAT32,
+                [1, 1, 1, channels])
     gate = b.op(Op.LOGISTIC, [mean], T.TENSOR_FLOAT32, [1, 1, 1, channels])
     gated = b.op(Op.MUL, [gate, x, b.constant(T.INT32, 0)] if gate_first else [x, gate, b.constant(T.INT32, 0)],
                  T.TENSOR_FLOAT32, [1, HW, HW, channels])
