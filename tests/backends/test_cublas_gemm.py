@@ -10,11 +10,7 @@ import pytest
 
 from nngpu.backends import cublas_gemm as cg
 
-
-@pytest.fixture
-def rng() -> np.random.Generator:
-    """Each test's own data, whatever ran before it in the worker."""
-    return np.random.default_rng(7)
+rng = np.random.default_rng(7)   # each test draws from its start (tests/conftest.py)
 
 
 # float32 sums of up to 300 standard-normal products (about +-17) are off the exact sum by up to
@@ -44,7 +40,7 @@ def test_the_definition_reads_column_major_with_leading_dimensions():
 
 @pytest.mark.parametrize("b_transposed", [False, True])
 @pytest.mark.parametrize("m, n, k", [(1, 1, 1), (1, 7, 5), (6, 1, 3), (5, 4, 1), (33, 17, 65), (64, 96, 128)])
-def test_the_call_computes_the_row_major_product(m, n, k, b_transposed, rng):
+def test_the_call_computes_the_row_major_product(m, n, k, b_transposed):
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
     stored_b = np.ascontiguousarray(b.T) if b_transposed else b
@@ -55,7 +51,7 @@ def test_the_call_computes_the_row_major_product(m, n, k, b_transposed, rng):
 
 
 @pytest.mark.parametrize("b_transposed", [False, True])
-def test_relaxed_asks_for_float16_inputs_and_only_then(b_transposed, rng):
+def test_relaxed_asks_for_float16_inputs_and_only_then(b_transposed):
     m, n, k = 16, 24, 300
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
@@ -74,7 +70,7 @@ def test_relaxed_asks_for_float16_inputs_and_only_then(b_transposed, rng):
 
 
 @pytest.mark.parametrize("b_transposed", [False, True])
-def test_float16_matrices_multiply_into_float32(b_transposed, rng):
+def test_float16_matrices_multiply_into_float32(b_transposed):
     m, n, k = 9, 20, 130
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
